@@ -1,0 +1,1 @@
+//! Decoding of audio files and raw PCM (in progress).

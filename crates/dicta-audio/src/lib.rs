@@ -1,0 +1,12 @@
+//! Audio input and feature front ends for Dicta (no tensor library here).
+//!
+//! - [`decode`]: files/bytes (WAV, FLAC, MP3, OGG/Vorbis) and raw PCM → mono f32.
+//! - [`resample`]: band-limited resampling to 16 kHz.
+//! - [`mel`]: Whisper's log-mel spectrogram.
+
+pub mod decode;
+pub mod mel;
+pub mod resample;
+
+/// The sample rate every model in Dicta consumes.
+pub const SAMPLE_RATE: u32 = 16_000;

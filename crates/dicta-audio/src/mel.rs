@@ -1,0 +1,1 @@
+//! Whisper log-mel front end (in progress).

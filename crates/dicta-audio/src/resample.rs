@@ -1,0 +1,1 @@
+//! Band-limited resampling (in progress).

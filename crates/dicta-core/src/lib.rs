@@ -1,0 +1,10 @@
+//! Core types shared by every Dicta crate: transcripts, statistics and typed errors.
+//!
+//! This crate has no heavy dependencies so that every other crate (and every transport)
+//! can speak the same vocabulary.
+
+pub mod error;
+pub mod transcript;
+
+pub use error::{Error, ErrorKind, Result};
+pub use transcript::{Segment, Stats, Transcript, Word};

@@ -1,0 +1,114 @@
+//! Transcription results: the shape returned by the library, the CLI's JSON output and the
+//! server's `/transcribe` endpoint.
+
+use serde::{Deserialize, Serialize};
+
+/// One recognised word with times in seconds from the start of the recording.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Word {
+    /// The word text (without surrounding whitespace).
+    pub word: String,
+    /// Start time in seconds.
+    pub start: f64,
+    /// End time in seconds.
+    pub end: f64,
+    /// Model confidence in [0, 1], when the decoder provides one.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub probability: Option<f32>,
+}
+
+/// A timed stretch of text (a Whisper segment, or an utterance for CTC models).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Segment {
+    /// Start time in seconds.
+    pub start: f64,
+    /// End time in seconds.
+    pub end: f64,
+    /// Segment text.
+    pub text: String,
+    /// Word timings, when requested and available.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub words: Vec<Word>,
+    /// Whisper: mean log-probability of the tokens.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub avg_logprob: Option<f32>,
+    /// Whisper: gzip compression ratio of the text.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub compression_ratio: Option<f32>,
+    /// Whisper: probability of the no-speech token.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub no_speech_prob: Option<f32>,
+    /// Whisper: temperature the segment was finally decoded at.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub temperature: Option<f32>,
+    /// Token ids of the segment (Whisper), useful for prompts.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub tokens: Vec<u32>,
+}
+
+impl Segment {
+    /// A segment with only times and text.
+    pub fn new(start: f64, end: f64, text: impl Into<String>) -> Self {
+        Self {
+            start,
+            end,
+            text: text.into(),
+            words: Vec::new(),
+            avg_logprob: None,
+            compression_ratio: None,
+            no_speech_prob: None,
+            temperature: None,
+            tokens: Vec::new(),
+        }
+    }
+}
+
+/// The transcript of one recording.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Transcript {
+    /// Caller-chosen id (defaults to the path as given).
+    pub id: String,
+    /// Where the audio came from (path, or a label for in-memory input).
+    pub audio: String,
+    /// Full text.
+    pub text: String,
+    /// Language code (e.g. "en").
+    pub language: Option<String>,
+    /// Duration of the audio in seconds.
+    pub duration: f64,
+    /// Timed segments in order.
+    pub segments: Vec<Segment>,
+}
+
+/// Timing and batching statistics for one call of the engine.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Stats {
+    /// Number of inputs.
+    pub inputs: usize,
+    /// Total audio seconds.
+    pub audio_seconds: f64,
+    /// Wall-clock seconds.
+    pub wall_seconds: f64,
+    /// audio_seconds / wall_seconds.
+    pub rtfx: f64,
+    /// Seconds spent decoding and resampling audio.
+    pub decode_seconds: f64,
+    /// Seconds spent computing features.
+    pub features_seconds: f64,
+    /// Seconds spent in model calls.
+    pub model_seconds: f64,
+    /// Seconds spent in the decoder (token search / CTC decoding).
+    pub decoder_seconds: f64,
+    /// Number of windows planned.
+    pub windows: usize,
+    /// Effective batch size of each model batch, in order.
+    pub batch_sizes: Vec<usize>,
+    /// Padding fraction of each batch (padded frames / total frames).
+    pub padding_fractions: Vec<f64>,
+    /// How long-form audio was processed ("sequential" or "batched"), when relevant.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub long_form_mode: Option<String>,
+    /// Peak resident set size in bytes, when measured.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub peak_rss_bytes: Option<u64>,
+}

@@ -1,0 +1,1 @@
+//! CTC decoders and n-gram language models (in progress).

@@ -1,0 +1,1 @@
+//! Offline planning and scheduling (in progress).

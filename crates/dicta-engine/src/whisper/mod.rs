@@ -1,0 +1,1 @@
+//! Whisper decoding policy (in progress).

@@ -1,0 +1,1 @@
+//! Text normalization and error rates (in progress).

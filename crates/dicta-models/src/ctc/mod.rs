@@ -1,0 +1,1 @@
+//! CTC acoustic models (in progress).

@@ -1,0 +1,1 @@
+//! Whisper encoder-decoder (in progress).

@@ -1,0 +1,1 @@
+//! The Dicta server (HTTP batch, OpenAI-compatible API, WebSocket streaming). Not built yet.
