@@ -4,6 +4,7 @@
 //! can speak the same vocabulary.
 
 pub mod error;
+pub mod format;
 pub mod transcript;
 
 pub use error::{Error, ErrorKind, Result};

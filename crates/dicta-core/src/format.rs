@@ -1,0 +1,71 @@
+//! Text renderings of transcripts shared by every front end (CLI files, server responses):
+//! SubRip (`.srt`) and WebVTT (`.vtt`) subtitles, as OpenAI's API and faster-whisper users expect.
+
+use crate::Segment;
+
+/// `HH:MM:SS,mmm` (SRT) or `HH:MM:SS.mmm` (VTT); negative times clamp to zero.
+pub fn timestamp(seconds: f64, decimal_marker: char) -> String {
+    let total_ms = (seconds.max(0.0) * 1000.0).round() as u64;
+    let (h, rem) = (total_ms / 3_600_000, total_ms % 3_600_000);
+    let (m, rem) = (rem / 60_000, rem % 60_000);
+    let (s, ms) = (rem / 1000, rem % 1000);
+    format!("{h:02}:{m:02}:{s:02}{decimal_marker}{ms:03}")
+}
+
+/// SubRip subtitles: numbered cues from 1, one per segment, text trimmed.
+pub fn to_srt(segments: &[Segment]) -> String {
+    let mut out = String::new();
+    for (i, s) in segments.iter().enumerate() {
+        out.push_str(&format!(
+            "{}\n{} --> {}\n{}\n\n",
+            i + 1,
+            timestamp(s.start, ','),
+            timestamp(s.end, ','),
+            s.text.trim()
+        ));
+    }
+    out
+}
+
+/// WebVTT subtitles: `WEBVTT` header, one cue per segment.
+pub fn to_vtt(segments: &[Segment]) -> String {
+    let mut out = String::from("WEBVTT\n\n");
+    for s in segments {
+        out.push_str(&format!(
+            "{} --> {}\n{}\n\n",
+            timestamp(s.start, '.'),
+            timestamp(s.end, '.'),
+            s.text.trim()
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_round_to_milliseconds_and_carry() {
+        assert_eq!(timestamp(0.0, ','), "00:00:00,000");
+        assert_eq!(timestamp(59.9996, ','), "00:01:00,000");
+        assert_eq!(timestamp(3723.456, '.'), "01:02:03.456");
+        assert_eq!(timestamp(-1.0, '.'), "00:00:00.000");
+    }
+
+    #[test]
+    fn srt_and_vtt_layouts() {
+        let segs = vec![
+            Segment::new(0.0, 2.5, " Hello there."),
+            Segment::new(2.5, 61.25, " General Kenobi."),
+        ];
+        assert_eq!(
+            to_srt(&segs),
+            "1\n00:00:00,000 --> 00:00:02,500\nHello there.\n\n2\n00:00:02,500 --> 00:01:01,250\nGeneral Kenobi.\n\n"
+        );
+        assert_eq!(
+            to_vtt(&segs),
+            "WEBVTT\n\n00:00:00.000 --> 00:00:02.500\nHello there.\n\n00:00:02.500 --> 00:01:01.250\nGeneral Kenobi.\n\n"
+        );
+    }
+}
