@@ -5,6 +5,7 @@
 
 mod fetch;
 mod models_cmd;
+mod transcribe_cmd;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -30,7 +31,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Transcribe audio files (no server needed).
-    Transcribe(UnbuiltArgs),
+    Transcribe(transcribe_cmd::TranscribeArgs),
     /// Run the HTTP/WebSocket server (OpenAI-compatible API, batch JSON, streaming).
     Serve(UnbuiltArgs),
     /// Measure speed (RTFx, latency) and accuracy (WER) against peers.
@@ -77,7 +78,10 @@ fn main() -> ExitCode {
         python: std::env::var("DICTA_PYTHON").unwrap_or_else(|_| "python3".to_string()),
     };
     let result = match &cli.command {
-        Command::Transcribe(_) => unbuilt("transcribe"),
+        Command::Transcribe(args) => {
+            set_threads(args.threads);
+            transcribe_cmd::run(args, &globals)
+        }
         Command::Serve(_) => unbuilt("serve"),
         Command::Bench(_) => unbuilt("bench"),
         Command::Models(args) => models_cmd::run(args, &globals),
@@ -88,6 +92,14 @@ fn main() -> ExitCode {
             eprintln!("dicta: error: {e:#}");
             ExitCode::from(1)
         }
+    }
+}
+
+/// Sizes the CPU thread pools (rayon, and candle's matmul threads, which read RAYON_NUM_THREADS)
+/// before any of them starts.
+fn set_threads(threads: Option<usize>) {
+    if let Some(n) = threads.filter(|&n| n > 0) {
+        std::env::set_var("RAYON_NUM_THREADS", n.to_string());
     }
 }
 

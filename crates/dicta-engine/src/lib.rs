@@ -1,7 +1,11 @@
 //! The Dicta engine: decoding policies, offline batching and streaming.
 //!
+//! - [`engine`]: the facade — load a model once, transcribe many inputs in input order.
 //! - [`offline`]: the window planner and batch scheduler shared by all inputs.
 //! - [`whisper`]: Whisper decoding policy (greedy/beam, timestamps, fallback, long-form).
 
+pub mod engine;
 pub mod offline;
 pub mod whisper;
+
+pub use engine::{AudioSource, Engine, EngineConfig, EngineOutput, Input};

@@ -1,1 +1,157 @@
-//! Whisper encoder-decoder (in progress).
+//! Whisper encoder-decoder on candle.
+//!
+//! Loads CTranslate2 folders (`model.bin`, as used by faster-whisper) and Hugging Face folders
+//! (`model.safetensors`); [`convert_ct2_to_hf`] turns the first into the second. The model only does
+//! the math: the decoding policy (greedy/beam, timestamps, fallback) lives in `dicta-engine`, and the
+//! per-request state lives in a [`DecoderCache`] owned by the caller.
+
+mod cache;
+mod config;
+mod convert;
+mod ct2;
+mod hf;
+mod model;
+mod tokenizer;
+
+pub use cache::DecoderCache;
+pub use config::{SpecialTokens, WhisperConfig};
+pub use convert::convert_ct2_to_hf;
+pub use tokenizer::WhisperTokenizer;
+
+use candle_core::{Device, Tensor};
+use dicta_core::{Error, Result};
+use model::{ce, Decoder, Encoder};
+use std::path::Path;
+
+/// On-disk layout a model was loaded from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WeightFormat {
+    /// CTranslate2 folder (`model.bin` + `config.json` + `tokenizer.json`).
+    CTranslate2,
+    /// Hugging Face transformers folder (`model.safetensors` + `config.json` + `tokenizer.json`, …).
+    HuggingFace,
+}
+
+/// A loaded Whisper model (f32 weights on one device).
+pub struct Whisper {
+    /// Dimensions, special tokens and decoding metadata.
+    pub config: WhisperConfig,
+    /// The model's tokenizer.
+    pub tokenizer: WhisperTokenizer,
+    /// Folder layout the weights came from.
+    pub format: WeightFormat,
+    encoder: Encoder,
+    decoder: Decoder,
+    device: Device,
+}
+
+impl std::fmt::Debug for Whisper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Whisper")
+            .field("config", &self.config)
+            .field("format", &self.format)
+            .finish()
+    }
+}
+
+impl Whisper {
+    /// Detects the folder format (`model.bin` → CTranslate2; `model.safetensors` → Hugging Face) and
+    /// loads in f32 on `device`.
+    pub fn load(dir: &Path, device: &Device) -> Result<Self> {
+        let (format, config, tokenizer, mut weights) = if dir.join("model.bin").is_file() {
+            let (c, t, w) = ct2::load(dir)?;
+            (WeightFormat::CTranslate2, c, t, w)
+        } else if dir.join("model.safetensors").is_file()
+            || dir.join("model.safetensors.index.json").is_file()
+        {
+            let (c, t, w) = hf::load(dir)?;
+            (WeightFormat::HuggingFace, c, t, w)
+        } else {
+            return Err(Error::model_load(format!(
+                "{}: no model.bin (CTranslate2) or model.safetensors (Hugging Face) found; \
+                 point to a Whisper model folder or fetch one with `dicta models fetch`",
+                dir.display()
+            )));
+        };
+        config.validate(&weights.source)?;
+        let encoder = Encoder::load(&mut weights, &config, device)?;
+        let decoder = Decoder::load(&mut weights, &config, device)?;
+        if !weights.tensors.is_empty() {
+            let mut names: Vec<_> = weights.tensors.keys().cloned().collect();
+            names.sort();
+            return Err(Error::model_load(format!(
+                "{}: unknown variables {names:?}; this is not a Whisper checkpoint Dicta understands",
+                weights.source
+            )));
+        }
+        tracing::info!(
+            dir = %dir.display(),
+            ?format,
+            layers = config.n_audio_layer,
+            width = config.n_audio_state,
+            "loaded Whisper"
+        );
+        Ok(Self {
+            config,
+            tokenizer,
+            format,
+            encoder,
+            decoder,
+            device: device.clone(),
+        })
+    }
+
+    /// Device the weights live on.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// mel: [N, n_mels, 2·n_audio_ctx] f32 → encoder states [N, n_audio_ctx, n_audio_state].
+    pub fn encode(&self, mel: &Tensor) -> Result<Tensor> {
+        let want = (self.config.n_mels, self.config.n_frames());
+        match mel.dims() {
+            &[_, m, t] if (m, t) == want => {}
+            d => {
+                return Err(Error::invalid_input(format!(
+                    "encode: mel has shape {d:?}, expected [N, {}, {}]",
+                    want.0, want.1
+                )))
+            }
+        }
+        self.encoder.forward(mel).map_err(ce)
+    }
+
+    /// Builds a decoder cache for a batch: computes the cross-attention K/V of every decoder layer once
+    /// from encoder states [N, n_audio_ctx, n_audio_state]; self-attention K/V start empty.
+    pub fn new_cache(&self, encoder_out: &Tensor) -> Result<DecoderCache> {
+        let want = (self.config.n_audio_ctx, self.config.n_text_state);
+        match encoder_out.dims() {
+            &[_, t, d] if (t, d) == want => {}
+            d => {
+                return Err(Error::invalid_input(format!(
+                    "new_cache: encoder states have shape {d:?}, expected [N, {}, {}]",
+                    want.0, want.1
+                )))
+            }
+        }
+        let cross = self.decoder.cross_kv(encoder_out).map_err(ce)?;
+        let h = self.decoder.n_head();
+        DecoderCache::new(cross, h, self.config.n_text_state / h)
+    }
+
+    /// tokens: [N, L] u32 (the new tokens of each row since the last call; on the first call the whole
+    /// prompt) → logits [N, L, n_vocab] f32. Appends to the self-attention cache.
+    pub fn decode(&self, tokens: &Tensor, cache: &mut DecoderCache) -> Result<Tensor> {
+        let hidden = self.decoder.forward(tokens, cache)?;
+        self.decoder.logits(&hidden).map_err(ce)
+    }
+
+    /// Like [`Whisper::decode`] but returns only the last position's logits [N, n_vocab] (the hot path:
+    /// the vocabulary projection runs for one position per row).
+    pub fn decode_last(&self, tokens: &Tensor, cache: &mut DecoderCache) -> Result<Tensor> {
+        let hidden = self.decoder.forward(tokens, cache)?;
+        let l = hidden.dim(1).map_err(ce)?;
+        let last = hidden.narrow(1, l - 1, 1).and_then(|h| h.squeeze(1)).map_err(ce)?;
+        self.decoder.logits(&last).map_err(ce)
+    }
+}

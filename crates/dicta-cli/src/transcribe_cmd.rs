@@ -1,0 +1,337 @@
+//! `dicta transcribe`: one-shot transcription of files, no server needed.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use clap::{Args, ValueEnum};
+use dicta_core::{format, Stats, Transcript};
+use dicta_engine::whisper::{DecodeOptions, LongFormMode, Task};
+use dicta_engine::{Engine, EngineConfig, Input};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::{fetch, Globals};
+
+/// Output formats of `dicta transcribe`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// `{"results":[{id,audio,text,language,duration,segments:[{start,end,text}],error}],"stats":{…}}`
+    Json,
+    /// Like json, with every segment field (tokens, avg_logprob, compression_ratio, no_speech_prob, temperature).
+    VerboseJson,
+    /// Plain text, one line per input.
+    Text,
+    /// SubRip subtitles.
+    Srt,
+    /// WebVTT subtitles.
+    Vtt,
+}
+
+/// Long-form processing of recordings longer than 30 s.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LongForm {
+    /// Seek through 30 s windows following predicted timestamps (as faster-whisper).
+    Sequential,
+    /// Fixed overlapping windows decoded in batches, merged at the overlaps.
+    Batched,
+}
+
+/// `dicta transcribe …`
+#[derive(Debug, Args)]
+pub struct TranscribeArgs {
+    /// Audio files (WAV, FLAC, MP3, OGG/Vorbis).
+    pub inputs: Vec<PathBuf>,
+    /// JSON manifest of inputs: `[{"id": …, "audio": "path"}]` (or JSON lines); paths are relative to the manifest.
+    #[arg(long)]
+    pub manifest: Option<PathBuf>,
+    /// Model folder (CTranslate2 or Hugging Face Whisper) or a known name, fetched on first use.
+    #[arg(long, env = "DICTA_MODEL", default_value = fetch::DEFAULT_MODEL)]
+    pub model: String,
+    /// Write the results here instead of standard output.
+    #[arg(long, short)]
+    pub output: Option<PathBuf>,
+    /// For text/srt/vtt: write one file per input (`<stem>.<ext>`) into this folder.
+    #[arg(long)]
+    pub output_dir: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Json)]
+    pub format: OutputFormat,
+    /// Beam size (1 = greedy).
+    #[arg(long, default_value_t = 5)]
+    pub beam_size: usize,
+    /// Candidates sampled at temperature > 0.
+    #[arg(long, default_value_t = 5)]
+    pub best_of: usize,
+    /// Temperatures tried in order (fallback when a window looks wrong); e.g. `--temperature 0`.
+    #[arg(long, value_delimiter = ',', default_values_t = vec![0.0f32, 0.2, 0.4, 0.6, 0.8, 1.0])]
+    pub temperature: Vec<f32>,
+    /// Windows decoded per model call.
+    #[arg(long, default_value_t = 8)]
+    pub batch_size: usize,
+    /// CPU threads for the model (default: all cores).
+    #[arg(long, env = "DICTA_THREADS")]
+    pub threads: Option<usize>,
+    /// Long-form mode for recordings over 30 s.
+    #[arg(long, value_enum, default_value_t = LongForm::Sequential)]
+    pub long_form: LongForm,
+    /// Overlap between windows in batched long-form mode (seconds).
+    #[arg(long, default_value_t = 5.0)]
+    pub overlap_seconds: f32,
+    /// Language code (e.g. `en`); detected on multilingual models when absent.
+    #[arg(long)]
+    pub language: Option<String>,
+    /// Translate into English instead of transcribing (multilingual models).
+    #[arg(long)]
+    pub translate: bool,
+    /// Text to condition the first window on (names, spellings).
+    #[arg(long)]
+    pub initial_prompt: Option<String>,
+    /// Do not feed the previous window's text as a prompt.
+    #[arg(long)]
+    pub no_condition_on_previous_text: bool,
+    /// Decode without timestamps (one segment per window).
+    #[arg(long)]
+    pub without_timestamps: bool,
+    /// Hide the progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Deserialize)]
+struct ManifestEntry {
+    id: Option<String>,
+    audio: String,
+}
+
+/// Runs `dicta transcribe`; returns the exit code (0 all ok, 1 any input failed, 2 usage).
+pub fn run(args: &TranscribeArgs, g: &Globals) -> Result<u8> {
+    let inputs = collect_inputs(args)?;
+    if inputs.is_empty() {
+        eprintln!("dicta transcribe: no inputs; give audio files or --manifest (see --help)");
+        return Ok(2);
+    }
+    if args.output_dir.is_some() && matches!(args.format, OutputFormat::Json | OutputFormat::VerboseJson) {
+        eprintln!("dicta transcribe: --output-dir is for text/srt/vtt; use --output for JSON");
+        return Ok(2);
+    }
+    let decode = DecodeOptions {
+        beam_size: args.beam_size,
+        best_of: args.best_of,
+        temperatures: args.temperature.clone(),
+        condition_on_previous_text: !args.no_condition_on_previous_text,
+        initial_prompt: args.initial_prompt.clone(),
+        without_timestamps: args.without_timestamps,
+        language: args.language.clone(),
+        task: if args.translate {
+            Task::Translate
+        } else {
+            Task::Transcribe
+        },
+        ..DecodeOptions::default()
+    };
+    let config = EngineConfig {
+        batch_size: args.batch_size,
+        long_form: match args.long_form {
+            LongForm::Sequential => LongFormMode::Sequential,
+            LongForm::Batched => LongFormMode::Batched {
+                overlap_seconds: args.overlap_seconds,
+            },
+        },
+        decode,
+    };
+    if let Err(e) = config.validate() {
+        eprintln!("dicta transcribe: {}", e.message);
+        return Ok(2);
+    }
+    let model_dir = fetch::resolve_model(&args.model, &g.home, &g.python, !args.quiet)?;
+    let engine = Engine::load(&model_dir, config)
+        .with_context(|| format!("cannot load the model in {}", model_dir.display()))?;
+
+    let (results, stats) = transcribe_with_progress(&engine, &inputs, args.quiet);
+    let failed = results.iter().filter(|r| r.is_err()).count();
+    for (input, r) in inputs.iter().zip(&results) {
+        if let Err(e) = r {
+            eprintln!("dicta transcribe: {}: {}", input.audio, e);
+        }
+    }
+    write_results(args, &inputs, &results, &stats)?;
+    Ok(if failed > 0 { 1 } else { 0 })
+}
+
+fn collect_inputs(args: &TranscribeArgs) -> Result<Vec<Input>> {
+    let mut inputs: Vec<Input> = args.inputs.iter().map(Input::from_path).collect();
+    if let Some(m) = &args.manifest {
+        let text = fs::read_to_string(m).with_context(|| format!("cannot read manifest {}", m.display()))?;
+        let entries: Vec<ManifestEntry> = if text.trim_start().starts_with('[') {
+            serde_json::from_str(&text).with_context(|| format!("manifest {} is not a JSON array of {{id, audio}}", m.display()))?
+        } else {
+            text.lines()
+                .enumerate()
+                .filter(|(_, l)| !l.trim().is_empty())
+                .map(|(n, l)| {
+                    serde_json::from_str(l)
+                        .with_context(|| format!("manifest {} line {}: not a JSON object with \"audio\"", m.display(), n + 1))
+                })
+                .collect::<Result<_>>()?
+        };
+        let base = m.parent().unwrap_or(Path::new("."));
+        for e in entries {
+            let path = base.join(&e.audio);
+            let mut input = Input::from_path(path);
+            input.audio = e.audio.clone();
+            input.id = e.id.unwrap_or(e.audio);
+            inputs.push(input);
+        }
+    }
+    Ok(inputs)
+}
+
+/// Runs the engine over groups of inputs so the progress bar moves; each group is still batched.
+fn transcribe_with_progress(
+    engine: &Engine,
+    inputs: &[Input],
+    quiet: bool,
+) -> (Vec<dicta_core::Result<Transcript>>, Stats) {
+    let group = (engine.config().batch_size * 4).max(16);
+    let bar = if quiet || inputs.len() <= group {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(inputs.len() as u64)
+    };
+    bar.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} inputs, {elapsed} elapsed, eta {eta}")
+            .expect("static template"),
+    );
+    let mut results = Vec::with_capacity(inputs.len());
+    let mut stats = Stats::default();
+    for chunk in inputs.chunks(group) {
+        let out = engine.transcribe(chunk);
+        results.extend(out.results);
+        merge_stats(&mut stats, out.stats);
+        bar.inc(chunk.len() as u64);
+    }
+    bar.finish_and_clear();
+    stats.rtfx = if stats.wall_seconds > 0.0 {
+        stats.audio_seconds / stats.wall_seconds
+    } else {
+        0.0
+    };
+    (results, stats)
+}
+
+fn merge_stats(total: &mut Stats, s: Stats) {
+    total.inputs += s.inputs;
+    total.audio_seconds += s.audio_seconds;
+    total.wall_seconds += s.wall_seconds;
+    total.decode_seconds += s.decode_seconds;
+    total.features_seconds += s.features_seconds;
+    total.model_seconds += s.model_seconds;
+    total.decoder_seconds += s.decoder_seconds;
+    total.windows += s.windows;
+    total.batch_sizes.extend(s.batch_sizes);
+    total.padding_fractions.extend(s.padding_fractions);
+    if s.long_form_mode.is_some() {
+        total.long_form_mode = s.long_form_mode;
+    }
+}
+
+fn result_json(input: &Input, r: &dicta_core::Result<Transcript>, verbose: bool) -> Value {
+    match r {
+        Ok(t) => {
+            let segments: Vec<Value> = t
+                .segments
+                .iter()
+                .map(|s| {
+                    if verbose {
+                        serde_json::to_value(s).unwrap_or(Value::Null)
+                    } else {
+                        json!({"start": s.start, "end": s.end, "text": s.text})
+                    }
+                })
+                .collect();
+            json!({
+                "id": input.id, "audio": input.audio, "text": t.text, "language": t.language,
+                "duration": t.duration, "segments": segments, "error": null,
+            })
+        }
+        Err(e) => json!({
+            "id": input.id, "audio": input.audio, "text": null, "language": null,
+            "duration": null, "segments": [],
+            "error": {"type": e.kind.as_str(), "message": e.message},
+        }),
+    }
+}
+
+fn render_one(format: OutputFormat, t: &Transcript) -> String {
+    match format {
+        OutputFormat::Srt => format::to_srt(&t.segments),
+        OutputFormat::Vtt => format::to_vtt(&t.segments),
+        _ => format!("{}\n", t.text.trim()),
+    }
+}
+
+fn write_results(
+    args: &TranscribeArgs,
+    inputs: &[Input],
+    results: &[dicta_core::Result<Transcript>],
+    stats: &Stats,
+) -> Result<()> {
+    if let Some(dir) = &args.output_dir {
+        fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        let ext = match args.format {
+            OutputFormat::Srt => "srt",
+            OutputFormat::Vtt => "vtt",
+            _ => "txt",
+        };
+        for (input, r) in inputs.iter().zip(results) {
+            if let Ok(t) = r {
+                let stem = Path::new(&input.audio)
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| input.id.clone());
+                let path = dir.join(format!("{stem}.{ext}"));
+                fs::write(&path, render_one(args.format, t))
+                    .with_context(|| format!("cannot write {}", path.display()))?;
+            }
+        }
+        return Ok(());
+    }
+    let body = match args.format {
+        OutputFormat::Json | OutputFormat::VerboseJson => {
+            let verbose = args.format == OutputFormat::VerboseJson;
+            let results: Vec<Value> = inputs
+                .iter()
+                .zip(results)
+                .map(|(i, r)| result_json(i, r, verbose))
+                .collect();
+            let mut s = serde_json::to_string_pretty(&json!({"results": results, "stats": stats}))?;
+            s.push('\n');
+            s
+        }
+        f => {
+            let many = inputs.len() > 1;
+            let mut s = String::new();
+            for (input, r) in inputs.iter().zip(results) {
+                let Ok(t) = r else { continue };
+                if many && f == OutputFormat::Text {
+                    s.push_str(&format!("{}\t", input.id));
+                } else if many {
+                    s.push_str(&format!("==> {} <==\n", input.id));
+                }
+                s.push_str(&render_one(f, t));
+            }
+            s
+        }
+    };
+    match &args.output {
+        Some(path) => fs::write(path, body).with_context(|| format!("cannot write {}", path.display())),
+        None => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(body.as_bytes())?;
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,277 @@
+//! Beam search with CTranslate2's bookkeeping (what faster-whisper runs at temperature 0):
+//! the first step expands one row into the beam, `2 * beam` candidates are ranked per step
+//! so finished (EOT) candidates can be replaced by live ones, hypotheses are ranked by
+//! `sum_logprob / len^length_penalty`, and the search of a row stops once
+//! `round(beam * patience)` hypotheses finished.
+
+use dicta_core::Result;
+
+use super::greedy::{Hypothesis, SearchParams, StepModel};
+use super::logits::log_softmax_in_place;
+
+/// One ranked candidate: the beam it extends, the token, the cumulative log-probability.
+#[derive(Debug, Clone, Copy)]
+struct Candidate {
+    origin: usize,
+    token: u32,
+    score: f32,
+}
+
+/// Live state of one input row.
+struct RowState {
+    /// Original input row.
+    input: usize,
+    seqs: Vec<Vec<u32>>,
+    scores: Vec<f32>,
+    finished: Vec<(Vec<u32>, f32)>,
+    top_beam_finished: bool,
+}
+
+/// Beam search on `rows` input rows. `logits` holds the first step's raw logits `[rows, V]`
+/// (one cache row per input row, not yet expanded). Returns the best hypothesis per row.
+pub fn beam_search<M: StepModel>(
+    model: &mut M,
+    mut logits: Vec<f32>,
+    rows: usize,
+    beam_size: usize,
+    patience: f32,
+    params: &SearchParams<'_>,
+) -> Result<Vec<Hypothesis>> {
+    let v = model.vocab_size();
+    let num_candidates = 2 * beam_size;
+    let max_finished = ((beam_size as f32) * patience).round().max(1.0) as usize;
+    let early_exit = params.length_penalty == 0.0;
+    let mut results: Vec<Option<Hypothesis>> = vec![None; rows];
+    let mut states: Vec<RowState> = (0..rows)
+        .map(|input| RowState {
+            input,
+            seqs: vec![Vec::new()],
+            scores: vec![0.0],
+            finished: Vec::new(),
+            top_beam_finished: false,
+        })
+        .collect();
+    let mut cands: Vec<Candidate> = Vec::with_capacity(beam_size * num_candidates);
+    for step in 0..params.max_len {
+        let last_step = step + 1 == params.max_len;
+        // Cache rows per state at this step: 1 before the first expansion, beam_size after.
+        let width = if step == 0 { 1 } else { beam_size };
+        let mut select: Vec<u32> = Vec::new();
+        let mut next_tokens: Vec<u32> = Vec::new();
+        let mut next_states = Vec::with_capacity(states.len());
+        for (pos, mut st) in states.into_iter().enumerate() {
+            cands.clear();
+            for k in 0..width {
+                let r = pos * width + k;
+                let row = &mut logits[r * v..(r + 1) * v];
+                params.rules.apply(row, &st.seqs[k]);
+                log_softmax_in_place(row);
+                let base = st.scores[k];
+                top_k_into(row, num_candidates, |token, lp| {
+                    cands.push(Candidate {
+                        origin: k,
+                        token,
+                        score: base + lp,
+                    })
+                });
+            }
+            // Stable sort keeps lower beam / lower token first on exact ties.
+            cands.sort_by(|a, b| b.score.total_cmp(&a.score));
+            cands.truncate(num_candidates);
+            // Tiny vocabularies (or heavy masking) can leave fewer candidates than beams; pad
+            // with hopeless copies so every row keeps exactly `beam_size` cache rows.
+            if let Some(&c0) = cands.first() {
+                cands.resize(
+                    num_candidates,
+                    Candidate {
+                        score: f32::NEG_INFINITY,
+                        ..c0
+                    },
+                );
+            }
+            let mut new_seqs = Vec::with_capacity(beam_size);
+            let mut new_scores = Vec::with_capacity(beam_size);
+            let mut secondary = beam_size;
+            for k in 0..beam_size {
+                let mut chosen = k;
+                let c = cands[k];
+                if c.token == params.eot || last_step {
+                    if k == 0 {
+                        st.top_beam_finished = true;
+                    }
+                    let mut toks = st.seqs[c.origin].clone();
+                    if c.token != params.eot {
+                        toks.push(c.token);
+                    }
+                    st.finished.push((toks, c.score));
+                    if let Some(j) = (secondary..cands.len()).find(|&j| cands[j].token != params.eot)
+                    {
+                        chosen = j;
+                        secondary = j + 1;
+                    }
+                }
+                let c = cands[chosen];
+                let mut seq = st.seqs[c.origin].clone();
+                seq.push(c.token);
+                new_seqs.push(seq);
+                new_scores.push(c.score);
+                select.push((pos * width + c.origin) as u32);
+                next_tokens.push(c.token);
+            }
+            let done = last_step
+                || if early_exit {
+                    st.top_beam_finished && !st.finished.is_empty()
+                } else {
+                    st.finished.len() >= max_finished
+                };
+            if done {
+                results[st.input] = Some(best_finished(&st.finished, params.length_penalty));
+                let n = new_seqs.len();
+                select.truncate(select.len() - n);
+                next_tokens.truncate(next_tokens.len() - n);
+            } else {
+                st.seqs = new_seqs;
+                st.scores = new_scores;
+                next_states.push(st);
+            }
+        }
+        states = next_states;
+        if states.is_empty() {
+            break;
+        }
+        model.select_rows(&select)?;
+        logits = model.step(&next_tokens)?;
+    }
+    Ok(results
+        .into_iter()
+        .map(|r| {
+            r.unwrap_or(Hypothesis {
+                tokens: Vec::new(),
+                sum_logprob: f32::NEG_INFINITY,
+                score: f32::NEG_INFINITY,
+            })
+        })
+        .collect())
+}
+
+fn best_finished(finished: &[(Vec<u32>, f32)], length_penalty: f32) -> Hypothesis {
+    finished
+        .iter()
+        .map(|(t, s)| Hypothesis::finalize(t.clone(), *s, length_penalty))
+        // max_by keeps the last of equal maxima; reverse so the earliest finished wins ties.
+        .rev()
+        .max_by(|a, b| a.score.total_cmp(&b.score))
+        .expect("a finished row has at least one hypothesis")
+}
+
+/// Calls `emit(token, logprob)` for the `k` largest finite entries of `row`, best first.
+fn top_k_into(row: &[f32], k: usize, mut emit: impl FnMut(u32, f32)) {
+    // Small k (<= 2 * beam): keep a sorted buffer instead of sorting the whole vocabulary.
+    let mut best: Vec<(f32, u32)> = Vec::with_capacity(k + 1);
+    for (i, &x) in row.iter().enumerate() {
+        if x == f32::NEG_INFINITY || (best.len() == k && x <= best[k - 1].0) {
+            continue;
+        }
+        let at = best.partition_point(|&(b, _)| b >= x);
+        best.insert(at, (x, i as u32));
+        best.truncate(k);
+    }
+    for (x, i) in best {
+        emit(i, x);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::whisper::greedy::tests::{params, TableModel};
+    use crate::whisper::greedy::{greedy_search, Sampler};
+    use crate::whisper::logits::LogitRules;
+
+    /// Exhaustive reference: every sequence up to `max_len` tokens; best by normalised score.
+    fn brute_force(m: &TableModel, rules: &LogitRules, max_len: usize) -> Hypothesis {
+        let mut best: Option<Hypothesis> = None;
+        let mut stack: Vec<(Vec<u32>, f32)> = vec![(Vec::new(), 0.0)];
+        while let Some((seq, sum)) = stack.pop() {
+            let mut l = m.logits_for(&seq);
+            rules.apply(&mut l, &seq);
+            log_softmax_in_place(&mut l);
+            for (t, &lp) in l.iter().enumerate() {
+                if lp == f32::NEG_INFINITY {
+                    continue;
+                }
+                let mut s2 = seq.clone();
+                let done = t == 0 || s2.len() + 1 == max_len;
+                if t != 0 {
+                    s2.push(t as u32);
+                }
+                if done {
+                    let h = Hypothesis::finalize(s2, sum + lp, 1.0);
+                    if best.as_ref().is_none_or(|b| h.score > b.score) {
+                        best = Some(h);
+                    }
+                } else {
+                    stack.push((s2, sum + lp));
+                }
+            }
+        }
+        best.unwrap()
+    }
+
+    #[test]
+    fn wide_beam_finds_the_exhaustive_optimum() {
+        // With beam >= V^(max_len-1) nothing is pruned before max_len.
+        let rules = LogitRules::new(vec![], vec![], None);
+        let m = TableModel::new(4, 1);
+        let expect = brute_force(&m, &rules, 4);
+        let mut m = TableModel::new(4, 1);
+        let f = m.first();
+        let got = beam_search(&mut m, f, 1, 64, 100.0, &params(&rules, 4)).unwrap();
+        assert_eq!(got[0].tokens, expect.tokens);
+        assert!((got[0].score - expect.score).abs() < 1e-4);
+    }
+
+    #[test]
+    fn beam_one_equals_greedy_when_it_ends_naturally() {
+        let rules = LogitRules::new(vec![3], vec![], None);
+        let mut m = TableModel::new(12, 1);
+        let f = m.first();
+        let g = greedy_search(&mut m, f, 1, &params(&rules, 60), Sampler::Argmax).unwrap();
+        let mut m = TableModel::new(12, 1);
+        let f = m.first();
+        let b = beam_search(&mut m, f, 1, 1, 1.0, &params(&rules, 60)).unwrap();
+        assert_eq!(b[0].tokens, g[0].tokens);
+        assert!((b[0].sum_logprob - g[0].sum_logprob).abs() < 1e-4);
+    }
+
+    #[test]
+    fn beam_never_worse_than_greedy_and_batch_invariant() {
+        let rules = LogitRules::new(vec![5], vec![], None);
+        let starts = [vec![1u32], vec![2, 3], vec![4], vec![6, 6]];
+        let mut m = TableModel::new(20, starts.len());
+        m.histories = starts.to_vec();
+        let f = m.first();
+        let batched = beam_search(&mut m, f, starts.len(), 5, 1.0, &params(&rules, 40)).unwrap();
+        for (i, s) in starts.iter().enumerate() {
+            let mut m1 = TableModel::new(20, 1);
+            m1.histories = vec![s.clone()];
+            let f = m1.first();
+            let alone = beam_search(&mut m1, f, 1, 5, 1.0, &params(&rules, 40)).unwrap();
+            assert_eq!(alone[0], batched[i], "row {i}");
+            let mut m1 = TableModel::new(20, 1);
+            m1.histories = vec![s.clone()];
+            let f = m1.first();
+            let g = greedy_search(&mut m1, f, 1, &params(&rules, 40), Sampler::Argmax).unwrap();
+            assert!(alone[0].score >= g[0].score - 1e-5);
+            assert!(alone[0].tokens.iter().all(|&t| t != 5 && t != 0));
+        }
+    }
+
+    #[test]
+    fn top_k_orders_and_skips_masked() {
+        let row = [0.5, f32::NEG_INFINITY, 2.0, 1.0, 2.0];
+        let mut out = Vec::new();
+        top_k_into(&row, 3, |t, x| out.push((t, x)));
+        assert_eq!(out, vec![(2, 2.0), (4, 2.0), (3, 1.0)]);
+    }
+}

@@ -1,0 +1,264 @@
+//! Logit filters applied before every decoding step: token suppression, blank suppression
+//! at the first step, and Whisper's timestamp rules, as CTranslate2's `generate` applies
+//! them for faster-whisper.
+
+/// Log-softmax of `x` in place. `-inf` entries stay `-inf`.
+pub fn log_softmax_in_place(x: &mut [f32]) {
+    let lse = log_sum_exp(x);
+    for v in x.iter_mut() {
+        *v -= lse;
+    }
+}
+
+/// `log(sum(exp(x)))`, stable; `-inf` for an empty or fully masked slice.
+pub fn log_sum_exp(x: &[f32]) -> f32 {
+    let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    if max == f32::NEG_INFINITY {
+        return f32::NEG_INFINITY;
+    }
+    let sum: f32 = x.iter().map(|v| (v - max).exp()).sum();
+    max + sum.ln()
+}
+
+/// Probability of `id` under softmax of raw `logits`.
+pub fn softmax_prob(logits: &[f32], id: u32) -> f32 {
+    let lse = log_sum_exp(logits);
+    logits.get(id as usize).map_or(0.0, |v| (v - lse).exp())
+}
+
+/// Index of the largest value (the first one on ties).
+pub fn argmax(x: &[f32]) -> usize {
+    let mut best = 0;
+    let mut best_v = f32::NEG_INFINITY;
+    for (i, &v) in x.iter().enumerate() {
+        if v > best_v {
+            best_v = v;
+            best = i;
+        }
+    }
+    best
+}
+
+/// Token ids the timestamp rules need.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimestampIds {
+    /// `<|endoftext|>`.
+    pub eot: u32,
+    /// `<|notimestamps|>`; it is never sampled while timestamps are on.
+    pub no_timestamps: u32,
+    /// `<|0.00|>`, the first timestamp token.
+    pub timestamp_begin: u32,
+    /// The last timestamp token (vocabulary size - 1).
+    pub timestamp_end: u32,
+    /// The last timestamp token allowed first (`timestamp_begin + round(max_initial / 0.02)`).
+    pub max_initial_timestamp: u32,
+}
+
+/// All filters of one request, applied to the raw logits of one row at every step.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogitRules {
+    suppress: Vec<u32>,
+    suppress_at_begin: Vec<u32>,
+    timestamps: Option<TimestampIds>,
+}
+
+impl LogitRules {
+    /// `suppress`: never sampled. `suppress_at_begin`: not sampled as the first token
+    /// (suppress_blank: space and EOT). `timestamps`: `None` when decoding without timestamps.
+    pub fn new(
+        suppress: Vec<u32>,
+        suppress_at_begin: Vec<u32>,
+        timestamps: Option<TimestampIds>,
+    ) -> Self {
+        Self {
+            suppress,
+            suppress_at_begin,
+            timestamps,
+        }
+    }
+
+    /// Whether timestamp rules are active.
+    pub fn with_timestamps(&self) -> bool {
+        self.timestamps.is_some()
+    }
+
+    /// Masks (sets to `-inf`) the tokens that may not follow `generated` (the tokens sampled
+    /// so far in this window, without the prompt). `logits` is one row `[V]` of raw logits.
+    pub fn apply(&self, logits: &mut [f32], generated: &[u32]) {
+        let step = generated.len();
+        for &id in &self.suppress {
+            mask(logits, id as usize);
+        }
+        if step == 0 {
+            for &id in &self.suppress_at_begin {
+                mask(logits, id as usize);
+            }
+        }
+        if let Some(ts) = &self.timestamps {
+            apply_timestamp_rules(ts, logits, generated);
+        }
+    }
+}
+
+fn mask(logits: &mut [f32], id: usize) {
+    if let Some(v) = logits.get_mut(id) {
+        *v = f32::NEG_INFINITY;
+    }
+}
+
+fn mask_range(logits: &mut [f32], from: usize, to: usize) {
+    let to = to.min(logits.len());
+    if from < to {
+        logits[from..to].fill(f32::NEG_INFINITY);
+    }
+}
+
+/// CTranslate2's `ApplyTimestampRules`: no `<|notimestamps|>`; a timestamp first (not later
+/// than the max initial one); timestamps in pairs except right before EOT; timestamps never
+/// decrease; and a timestamp is forced when the summed probability of all timestamps beats
+/// the most probable text token.
+fn apply_timestamp_rules(ts: &TimestampIds, logits: &mut [f32], generated: &[u32]) {
+    let begin = ts.timestamp_begin as usize;
+    let end = ts.timestamp_end as usize;
+    mask(logits, ts.no_timestamps as usize);
+    let step = generated.len();
+    if step == 0 {
+        mask_range(logits, 0, begin);
+        mask_range(logits, ts.max_initial_timestamp as usize + 1, end + 1);
+        return;
+    }
+    let last = generated[step - 1];
+    let check_prob = if last >= ts.timestamp_begin {
+        // At the first step after one timestamp, CTranslate2 treats the missing penultimate
+        // token as a timestamp, so the opening timestamp must be followed by text.
+        let penultimate = if step >= 2 { generated[step - 2] } else { last };
+        if penultimate >= ts.timestamp_begin {
+            mask_range(logits, begin, end + 1);
+            false
+        } else {
+            mask_range(logits, 0, ts.eot as usize);
+            true
+        }
+    } else {
+        true
+    };
+    if let Some(&last_ts) = generated.iter().rev().find(|&&t| t >= ts.timestamp_begin) {
+        mask_range(logits, begin, last_ts as usize);
+    }
+    if check_prob {
+        // log_softmax is monotone per row, so compare log-sum-exp over timestamps with the max
+        // text logit directly (same normaliser on both sides).
+        let text_max = logits[..begin.min(logits.len())]
+            .iter()
+            .copied()
+            .fold(f32::NEG_INFINITY, f32::max);
+        let ts_lse = log_sum_exp(&logits[begin.min(logits.len())..(end + 1).min(logits.len())]);
+        if ts_lse > text_max {
+            mask_range(logits, 0, begin);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const V: usize = 40;
+    // Toy vocabulary: 0..20 text, 20 = EOT, 21 = notimestamps, 22..40 timestamps.
+    const TS: TimestampIds = TimestampIds {
+        eot: 20,
+        no_timestamps: 21,
+        timestamp_begin: 22,
+        timestamp_end: 39,
+        max_initial_timestamp: 24,
+    };
+
+    fn flat() -> Vec<f32> {
+        vec![0.0; V]
+    }
+
+    fn allowed(l: &[f32]) -> Vec<usize> {
+        (0..l.len()).filter(|&i| l[i].is_finite()).collect()
+    }
+
+    #[test]
+    fn first_step_only_early_timestamps() {
+        let rules = LogitRules::new(vec![3], vec![5, 20], Some(TS));
+        let mut l = flat();
+        rules.apply(&mut l, &[]);
+        assert_eq!(allowed(&l), vec![22, 23, 24]);
+    }
+
+    #[test]
+    fn suppress_blank_only_at_first_step() {
+        let rules = LogitRules::new(vec![3], vec![5, 20], None);
+        let mut l = flat();
+        rules.apply(&mut l, &[]);
+        assert!(!l[3].is_finite() && !l[5].is_finite() && !l[20].is_finite());
+        let mut l = flat();
+        rules.apply(&mut l, &[7]);
+        assert!(!l[3].is_finite() && l[5].is_finite() && l[20].is_finite());
+    }
+
+    #[test]
+    fn after_opening_timestamp_text_must_follow() {
+        let rules = LogitRules::new(vec![], vec![], Some(TS));
+        let mut l = flat();
+        rules.apply(&mut l, &[23]);
+        // Every timestamp is masked (pair rule with the virtual penultimate timestamp).
+        assert!(allowed(&l).iter().all(|&i| i < 22 && i != 21));
+    }
+
+    #[test]
+    fn pairs_close_then_text_or_eot() {
+        let rules = LogitRules::new(vec![], vec![], Some(TS));
+        // ts, text, ts -> next may be a timestamp >= last or EOT, not text.
+        let mut l = flat();
+        l[20] = 5.0; // EOT likely enough that no timestamp is forced
+        rules.apply(&mut l, &[22, 5, 27]);
+        let a = allowed(&l);
+        assert!(a.contains(&20));
+        assert!(!a.iter().any(|&i| i < 20));
+        assert!(!a.contains(&26) && a.contains(&27) && a.contains(&39));
+        // ts, text, ts, ts -> must be text (or EOT).
+        let mut l = flat();
+        rules.apply(&mut l, &[22, 5, 27, 27]);
+        assert!(allowed(&l).iter().all(|&i| i <= 20));
+    }
+
+    #[test]
+    fn timestamps_never_decrease() {
+        let rules = LogitRules::new(vec![], vec![], Some(TS));
+        let mut l = flat();
+        rules.apply(&mut l, &[22, 5, 30, 30, 6]);
+        let a = allowed(&l);
+        assert!(!a.contains(&29) && a.contains(&30) && a.contains(&31));
+    }
+
+    #[test]
+    fn timestamp_forced_when_mass_beats_best_text() {
+        let rules = LogitRules::new(vec![], vec![], Some(TS));
+        // Best text token logit 2.0; 18 timestamps at 0.0 sum to ln(18) = 2.89 > 2.0.
+        let mut l = flat();
+        l[4] = 2.0;
+        rules.apply(&mut l, &[22, 5]);
+        assert!(allowed(&l).iter().all(|&i| i >= 22));
+        // Best text at 3.0 > 2.89: text stays allowed.
+        let mut l = flat();
+        l[4] = 3.0;
+        rules.apply(&mut l, &[22, 5]);
+        assert!(l[4].is_finite());
+    }
+
+    #[test]
+    fn softmax_helpers() {
+        let mut x = vec![1.0f32, 2.0, 3.0, f32::NEG_INFINITY];
+        let p = softmax_prob(&x, 2);
+        log_softmax_in_place(&mut x);
+        assert!((x[2].exp() - p).abs() < 1e-6);
+        let s: f32 = x.iter().map(|v| v.exp()).sum();
+        assert!((s - 1.0).abs() < 1e-6);
+        assert_eq!(argmax(&x), 2);
+        assert_eq!(log_sum_exp(&[f32::NEG_INFINITY]), f32::NEG_INFINITY);
+    }
+}

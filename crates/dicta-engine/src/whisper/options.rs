@@ -1,0 +1,198 @@
+//! Decoding options for Whisper, with faster-whisper's defaults.
+
+use dicta_core::{Error, Result};
+
+/// What the decoder is asked to produce.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Task {
+    /// Transcribe in the spoken language.
+    #[default]
+    Transcribe,
+    /// Translate into English (multilingual models only).
+    Translate,
+}
+
+/// How recordings longer than one 30 s window are processed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum LongFormMode {
+    /// Seek through 30 s windows following the predicted timestamps (openai-whisper /
+    /// faster-whisper behaviour). Windows of one recording are decoded one after another;
+    /// different recordings share model calls.
+    Sequential,
+    /// Cut fixed 30 s windows overlapping by `overlap_seconds`, decode all windows of all
+    /// recordings in batches, then merge the windows' segments at the overlaps.
+    Batched {
+        /// Overlap between consecutive windows in seconds (0 <= overlap < 15).
+        overlap_seconds: f32,
+    },
+}
+
+impl LongFormMode {
+    /// Stable name reported in results and stats ("sequential" or "batched").
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            LongFormMode::Sequential => "sequential",
+            LongFormMode::Batched { .. } => "batched",
+        }
+    }
+}
+
+/// Options of one transcription request. [`Default`] gives faster-whisper's
+/// `WhisperModel.transcribe` defaults (beam 5, temperature fallback, thresholds 2.4 / -1.0 / 0.6).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DecodeOptions {
+    /// Beam size at temperature 0 (1 = greedy).
+    pub beam_size: usize,
+    /// Number of sampled candidates at temperature > 0; the best scoring one is kept.
+    pub best_of: usize,
+    /// Beam search patience: search stops after `round(beam_size * patience)` finished hypotheses.
+    pub patience: f32,
+    /// Exponent of the length normalisation of hypothesis scores.
+    pub length_penalty: f32,
+    /// Temperatures tried in order until a result passes the thresholds.
+    pub temperatures: Vec<f32>,
+    /// Fallback when the gzip compression ratio of the text exceeds this (too repetitive).
+    pub compression_ratio_threshold: Option<f32>,
+    /// Fallback when the average token log-probability is below this.
+    pub log_prob_threshold: Option<f32>,
+    /// A window counts as silence when the no-speech probability exceeds this and the
+    /// average log-probability is below `log_prob_threshold`.
+    pub no_speech_threshold: Option<f32>,
+    /// Feed the previous window's text as a prompt (sequential long-form only).
+    pub condition_on_previous_text: bool,
+    /// Previous text is dropped from the prompt after a window decoded above this temperature.
+    pub prompt_reset_on_temperature: f32,
+    /// Text given as previous context for the first window.
+    pub initial_prompt: Option<String>,
+    /// Decode without timestamp tokens (one segment per window).
+    pub without_timestamps: bool,
+    /// Suppress blank/EOT as the first sampled token.
+    pub suppress_blank: bool,
+    /// Token ids never sampled; -1 expands to the tokenizer's non-speech symbols.
+    pub suppress_tokens: Vec<i64>,
+    /// The first timestamp may not be later than this (seconds).
+    pub max_initial_timestamp: f32,
+    /// Language code (e.g. "en"); `None` detects it on multilingual models.
+    pub language: Option<String>,
+    /// Transcribe or translate.
+    pub task: Task,
+    /// Maximum number of new tokens per window (default: model limit).
+    pub max_new_tokens: Option<usize>,
+    /// Seed of the sampler used at temperature > 0.
+    pub seed: u64,
+}
+
+impl Default for DecodeOptions {
+    fn default() -> Self {
+        Self {
+            beam_size: 5,
+            best_of: 5,
+            patience: 1.0,
+            length_penalty: 1.0,
+            temperatures: vec![0.0, 0.2, 0.4, 0.6, 0.8, 1.0],
+            compression_ratio_threshold: Some(2.4),
+            log_prob_threshold: Some(-1.0),
+            no_speech_threshold: Some(0.6),
+            condition_on_previous_text: true,
+            prompt_reset_on_temperature: 0.5,
+            initial_prompt: None,
+            without_timestamps: false,
+            suppress_blank: true,
+            suppress_tokens: vec![-1],
+            max_initial_timestamp: 1.0,
+            language: None,
+            task: Task::Transcribe,
+            max_new_tokens: None,
+            seed: 0,
+        }
+    }
+}
+
+impl DecodeOptions {
+    /// Greedy decoding at temperature 0 only, no fallback (fast, deterministic).
+    pub fn greedy() -> Self {
+        Self {
+            beam_size: 1,
+            temperatures: vec![0.0],
+            ..Self::default()
+        }
+    }
+
+    /// Checks ranges; the message names the option and the value given.
+    pub fn validate(&self) -> Result<()> {
+        if self.beam_size == 0 {
+            return Err(Error::invalid_input("beam_size must be >= 1, got 0"));
+        }
+        if self.best_of == 0 {
+            return Err(Error::invalid_input("best_of must be >= 1, got 0"));
+        }
+        if !(self.patience > 0.0) {
+            return Err(Error::invalid_input(format!(
+                "patience must be > 0, got {}",
+                self.patience
+            )));
+        }
+        if !self.length_penalty.is_finite() {
+            return Err(Error::invalid_input(format!(
+                "length_penalty must be finite, got {}",
+                self.length_penalty
+            )));
+        }
+        if self.temperatures.is_empty() {
+            return Err(Error::invalid_input("temperatures must not be empty"));
+        }
+        if let Some(t) = self.temperatures.iter().find(|t| !(**t >= 0.0) || !t.is_finite()) {
+            return Err(Error::invalid_input(format!(
+                "temperatures must be finite and >= 0, got {t}"
+            )));
+        }
+        if self.suppress_tokens.iter().any(|t| *t < -1) {
+            return Err(Error::invalid_input(format!(
+                "suppress_tokens may hold token ids and -1 only, got {:?}",
+                self.suppress_tokens
+            )));
+        }
+        if !(self.max_initial_timestamp >= 0.0) {
+            return Err(Error::invalid_input(format!(
+                "max_initial_timestamp must be >= 0, got {}",
+                self.max_initial_timestamp
+            )));
+        }
+        if self.max_new_tokens == Some(0) {
+            return Err(Error::invalid_input("max_new_tokens must be >= 1, got 0"));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_match_faster_whisper() {
+        let o = DecodeOptions::default();
+        assert_eq!(o.beam_size, 5);
+        assert_eq!(o.temperatures, vec![0.0, 0.2, 0.4, 0.6, 0.8, 1.0]);
+        assert_eq!(o.compression_ratio_threshold, Some(2.4));
+        assert_eq!(o.log_prob_threshold, Some(-1.0));
+        assert_eq!(o.no_speech_threshold, Some(0.6));
+        assert_eq!(o.suppress_tokens, vec![-1]);
+        assert!(o.suppress_blank && o.condition_on_previous_text && !o.without_timestamps);
+        o.validate().unwrap();
+    }
+
+    #[test]
+    fn validation_names_the_option() {
+        let o = DecodeOptions {
+            beam_size: 0,
+            ..Default::default()
+        };
+        assert!(o.validate().unwrap_err().message.contains("beam_size"));
+        let o = DecodeOptions {
+            temperatures: vec![0.0, -0.5],
+            ..Default::default()
+        };
+        assert!(o.validate().unwrap_err().message.contains("-0.5"));
+    }
+}

@@ -1,0 +1,290 @@
+//! Decoding a batch of 30 s windows with the real model: encoder once per window, prompt,
+//! search (greedy / beam / sampling) and temperature fallback, rows batched per model call.
+
+use candle_core::{Device, Tensor};
+use dicta_core::{Error, Result};
+use dicta_models::whisper::{DecoderCache, Whisper};
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+
+use super::beam::beam_search;
+use super::fallback::{compression_ratio, needs_fallback, select_after_all_failed, Attempt};
+use super::greedy::{greedy_search, Hypothesis, Sampler, SearchParams, StepModel};
+use super::logits::{softmax_prob, LogitRules};
+use super::options::DecodeOptions;
+
+/// One window to decode.
+#[derive(Debug, Clone)]
+pub struct WindowJob {
+    /// Log-mel window `[n_mels, 3000]`, row-major, zero padded.
+    pub mel: Vec<f32>,
+    /// Full prompt: optional `<|startofprev|>` + previous text, then the SOT sequence
+    /// (+ `<|notimestamps|>`).
+    pub prompt: Vec<u32>,
+    /// Identifies the window for the sampler's seed (mel frame offset in its recording), so a
+    /// window samples the same tokens alone or batched.
+    pub seed_key: u64,
+}
+
+/// [`StepModel`] over the real model and one per-request cache.
+pub(crate) struct CachedDecoder<'a> {
+    pub model: &'a Whisper,
+    pub cache: DecoderCache,
+}
+
+impl CachedDecoder<'_> {
+    /// tokens: row-major `[rows, len]` → last-position logits `[rows, V]`.
+    fn feed(&mut self, tokens: &[u32], rows: usize) -> Result<Vec<f32>> {
+        let len = tokens.len() / rows.max(1);
+        let t = Tensor::from_slice(tokens, (rows, len), self.model.device()).map_err(ce)?;
+        let logits = self.model.decode_last(&t, &mut self.cache)?;
+        logits.flatten_all().and_then(|l| l.to_vec1::<f32>()).map_err(ce)
+    }
+}
+
+impl StepModel for CachedDecoder<'_> {
+    fn vocab_size(&self) -> usize {
+        self.model.config.n_vocab
+    }
+    fn step(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
+        self.feed(tokens, tokens.len())
+    }
+    fn select_rows(&mut self, indices: &[u32]) -> Result<()> {
+        self.cache.select_rows(indices)
+    }
+}
+
+pub(crate) fn ce(e: candle_core::Error) -> Error {
+    Error::internal(format!("tensor backend: {e}"))
+}
+
+/// Everything a batch of windows shares.
+pub(crate) struct WindowDecoder<'a> {
+    pub model: &'a Whisper,
+    pub opts: &'a DecodeOptions,
+    /// Suppressed at every step.
+    pub suppress: Vec<u32>,
+}
+
+impl WindowDecoder<'_> {
+    /// Encodes the windows `[N, n_mels, 3000]` → encoder states `[N, 1500, d]`.
+    pub fn encode(&self, jobs: &[&WindowJob]) -> Result<Tensor> {
+        let n_mels = self.model.config.n_mels;
+        let frames = self.model.config.n_frames();
+        let mut data = Vec::with_capacity(jobs.len() * n_mels * frames);
+        for j in jobs {
+            data.extend_from_slice(&j.mel);
+        }
+        let mel = Tensor::from_vec(data, (jobs.len(), n_mels, frames), self.model.device())
+            .map_err(ce)?;
+        self.model.encode(&mel)
+    }
+
+    /// Decodes every job with temperature fallback; returns the settled attempt per job.
+    /// Jobs are grouped by prompt shape (rows of one model call must share positions).
+    pub fn decode(&self, jobs: &[&WindowJob]) -> Result<Vec<Attempt>> {
+        if jobs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let enc = self.encode(jobs)?;
+        let mut out: Vec<Option<Attempt>> = vec![None; jobs.len()];
+        let sot = self.model.config.special.sot;
+        let mut shapes: Vec<(usize, usize)> = jobs
+            .iter()
+            .map(|j| (j.prompt.len(), sot_index(&j.prompt, sot)))
+            .collect();
+        shapes.sort_unstable();
+        shapes.dedup();
+        for shape in shapes {
+            let rows: Vec<usize> = (0..jobs.len())
+                .filter(|&i| (jobs[i].prompt.len(), sot_index(&jobs[i].prompt, sot)) == shape)
+                .collect();
+            let settled = self.decode_group(jobs, &enc, &rows)?;
+            for (r, a) in rows.into_iter().zip(settled) {
+                out[r] = Some(a);
+            }
+        }
+        Ok(out.into_iter().map(|a| a.expect("every job is in a group")).collect())
+    }
+
+    fn decode_group(&self, jobs: &[&WindowJob], enc: &Tensor, rows: &[usize]) -> Result<Vec<Attempt>> {
+        let mut attempts: Vec<Vec<Attempt>> = vec![Vec::new(); rows.len()];
+        let mut settled: Vec<Option<Attempt>> = vec![None; rows.len()];
+        let mut pending: Vec<usize> = (0..rows.len()).collect();
+        for (ti, &temperature) in self.opts.temperatures.iter().enumerate() {
+            if pending.is_empty() {
+                break;
+            }
+            let sub: Vec<&WindowJob> = pending.iter().map(|&p| jobs[rows[p]]).collect();
+            let idx: Vec<u32> = pending.iter().map(|&p| rows[p] as u32).collect();
+            let enc_sub = select(enc, &idx)?;
+            let results = self.run(&sub, &enc_sub, temperature, ti)?;
+            let mut still = Vec::new();
+            for (&p, (hyp, no_speech_prob)) in pending.iter().zip(results) {
+                let text = self.model.tokenizer.decode(&hyp.tokens)?;
+                let a = Attempt {
+                    temperature,
+                    avg_logprob: hyp.avg_logprob(),
+                    compression_ratio: compression_ratio(text.trim()),
+                    tokens: hyp.tokens,
+                    no_speech_prob,
+                };
+                if needs_fallback(&a, self.opts) {
+                    attempts[p].push(a);
+                    still.push(p);
+                } else {
+                    settled[p] = Some(a);
+                }
+            }
+            pending = still;
+        }
+        for p in pending {
+            settled[p] = Some(select_after_all_failed(&attempts[p], self.opts));
+        }
+        Ok(settled.into_iter().map(|a| a.expect("settled")).collect())
+    }
+
+    /// One search at one temperature over rows sharing a prompt shape. Returns the best
+    /// hypothesis and the no-speech probability per row.
+    fn run(
+        &self,
+        jobs: &[&WindowJob],
+        enc: &Tensor,
+        temperature: f32,
+        temperature_index: usize,
+    ) -> Result<Vec<(Hypothesis, f32)>> {
+        let cfg = &self.model.config;
+        let sp = &cfg.special;
+        let rows = jobs.len();
+        let prompt_len = jobs[0].prompt.len();
+        let sot_at = sot_index(&jobs[0].prompt, sp.sot);
+        let max_total = cfg.n_text_ctx;
+        let total = match self.opts.max_new_tokens {
+            Some(n) => prompt_len + n,
+            None => max_total,
+        };
+        if total > max_total {
+            return Err(Error::invalid_input(format!(
+                "the prompt has {prompt_len} tokens and max_new_tokens is {:?}; together they \
+                 exceed the model's {max_total}-token context",
+                self.opts.max_new_tokens
+            )));
+        }
+        // CTranslate2: max_length = min(total / 2, total - start_step).
+        let max_len = (total / 2).min(total - (prompt_len - 1));
+        let mut dec = CachedDecoder {
+            model: self.model,
+            cache: self.model.new_cache(enc)?,
+        };
+        let v = cfg.n_vocab;
+        let flat = |range: std::ops::Range<usize>| -> Vec<u32> {
+            jobs.iter().flat_map(|j| j.prompt[range.clone()].iter().copied()).collect()
+        };
+        let (no_speech, first) = if sot_at + 1 == prompt_len {
+            let logits = dec.feed(&flat(0..prompt_len), rows)?;
+            (no_speech_probs(&logits, v, sp.no_speech), logits)
+        } else {
+            let at_sot = dec.feed(&flat(0..sot_at + 1), rows)?;
+            let ns = no_speech_probs(&at_sot, v, sp.no_speech);
+            (ns, dec.feed(&flat(sot_at + 1..prompt_len), rows)?)
+        };
+        let with_timestamps = *jobs[0].prompt.last().unwrap_or(&0) != sp.no_timestamps;
+        let rules = self.rules(with_timestamps);
+        let params = SearchParams {
+            rules: &rules,
+            eot: sp.eot,
+            max_len,
+            length_penalty: self.opts.length_penalty,
+        };
+        let hyps = if temperature > 0.0 {
+            let n = self.opts.best_of;
+            let expand: Vec<u32> = (0..rows as u32).flat_map(|r| std::iter::repeat_n(r, n)).collect();
+            dec.select_rows(&expand)?;
+            let first: Vec<f32> = expand
+                .iter()
+                .flat_map(|&r| first[r as usize * v..(r as usize + 1) * v].iter().copied())
+                .collect();
+            let mut rngs: Vec<StdRng> = jobs
+                .iter()
+                .flat_map(|j| {
+                    (0..n).map(move |h| {
+                        StdRng::seed_from_u64(mix(self.opts.seed, j.seed_key, temperature_index, h))
+                    })
+                })
+                .collect();
+            let sampler = Sampler::Temperature {
+                temperature,
+                rngs: &mut rngs,
+            };
+            let all = greedy_search(&mut dec, first, rows * n, &params, sampler)?;
+            all.chunks(n)
+                .map(|c| {
+                    // Best score first; the earliest candidate wins ties (stable order).
+                    let mut best = &c[0];
+                    for h in &c[1..] {
+                        if h.score > best.score {
+                            best = h;
+                        }
+                    }
+                    best.clone()
+                })
+                .collect()
+        } else if self.opts.beam_size > 1 {
+            beam_search(&mut dec, first, rows, self.opts.beam_size, self.opts.patience, &params)?
+        } else {
+            greedy_search(&mut dec, first, rows, &params, Sampler::Argmax)?
+        };
+        Ok(hyps.into_iter().zip(no_speech).collect())
+    }
+
+    fn rules(&self, with_timestamps: bool) -> LogitRules {
+        let cfg = &self.model.config;
+        let sp = &cfg.special;
+        let begin = if self.opts.suppress_blank {
+            cfg.begin_suppress_tokens.clone()
+        } else {
+            Vec::new()
+        };
+        let ts = with_timestamps.then(|| {
+            let max_initial = (self.opts.max_initial_timestamp / 0.02).round() as u32;
+            super::logits::TimestampIds {
+                eot: sp.eot,
+                no_timestamps: sp.no_timestamps,
+                timestamp_begin: sp.timestamp_begin,
+                timestamp_end: cfg.n_vocab as u32 - 1,
+                max_initial_timestamp: sp.timestamp_begin + max_initial,
+            }
+        });
+        LogitRules::new(self.suppress.clone(), begin, ts)
+    }
+}
+
+fn sot_index(prompt: &[u32], sot: u32) -> usize {
+    prompt.iter().position(|&t| t == sot).unwrap_or(0)
+}
+
+fn no_speech_probs(logits: &[f32], v: usize, no_speech: u32) -> Vec<f32> {
+    logits.chunks(v).map(|row| softmax_prob(row, no_speech)).collect()
+}
+
+/// Rows `idx` of `t` along dim 0 (no copy when all rows are kept in order).
+fn select(t: &Tensor, idx: &[u32]) -> Result<Tensor> {
+    let n = t.dim(0).map_err(ce)?;
+    if idx.len() == n && idx.iter().enumerate().all(|(i, &r)| r as usize == i) {
+        return Ok(t.clone());
+    }
+    let dev: &Device = t.device();
+    let ids = Tensor::new(idx, dev).map_err(ce)?;
+    t.index_select(&ids, 0).map_err(ce)
+}
+
+/// SplitMix64-style mixing of the sampler seed inputs.
+fn mix(seed: u64, key: u64, temperature_index: usize, hyp: usize) -> u64 {
+    let mut x = seed
+        ^ key.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        ^ ((temperature_index as u64) << 32)
+        ^ (hyp as u64).wrapping_mul(0xD1B5_4A32_D192_ED03);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}

@@ -1,0 +1,202 @@
+//! Per-request decoder state: self-attention K/V (grown in place) and cross-attention K/V (computed once
+//! per window and shared by every row decoding that window).
+
+use super::model::ce;
+use candle_core::{DType, Tensor};
+use dicta_core::{Error, Result};
+
+/// Decoder cache for a batch of rows.
+///
+/// Rows are grouped by the window they decode: `cross` holds one K/V per window ([W, H, T_audio, Dh]
+/// per layer) and row `i` reads window `i / group`. Beam search (each window repeated `beam` times)
+/// therefore never copies the encoder K/V; only a non-uniform regrouping materializes K/V per row.
+pub struct DecoderCache {
+    /// Per layer: self-attention keys/values [N, H, cap, Dh]; positions `len..cap` are unused.
+    self_k: Vec<Tensor>,
+    self_v: Vec<Tensor>,
+    cap: usize,
+    len: usize,
+    rows: usize,
+    /// Per layer: cross-attention keys/values [W, H, T_audio, Dh].
+    cross: Vec<(Tensor, Tensor)>,
+    /// Rows per window (rows = windows × group).
+    group: usize,
+    n_head: usize,
+    head_dim: usize,
+}
+
+impl std::fmt::Debug for DecoderCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DecoderCache")
+            .field("rows", &self.rows)
+            .field("len", &self.len)
+            .field("group", &self.group)
+            .finish()
+    }
+}
+
+impl DecoderCache {
+    /// Cache over `cross` (per layer K/V [W, H, T, Dh]) with one row per window and nothing decoded.
+    pub(crate) fn new(cross: Vec<(Tensor, Tensor)>, n_head: usize, head_dim: usize) -> Result<Self> {
+        let rows = match cross.first() {
+            Some((k, _)) => k.dim(0).map_err(ce)?,
+            None => 0,
+        };
+        Ok(Self {
+            self_k: Vec::new(),
+            self_v: Vec::new(),
+            cap: 0,
+            len: 0,
+            rows,
+            cross,
+            group: 1,
+            n_head,
+            head_dim,
+        })
+    }
+
+    /// Positions cached (tokens decoded so far, prompt included).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when no position has been decoded yet.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Rows in the batch.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Keeps/reorders rows (beam search, dropping finished rows): new row `i` = old row `indices[i]`.
+    /// Applies to self and cross K/V; the encoder K/V are only copied when rows of different windows
+    /// end up in groups of unequal size.
+    pub fn select_rows(&mut self, indices: &[u32]) -> Result<()> {
+        if let Some(&bad) = indices.iter().find(|&&i| i as usize >= self.rows) {
+            return Err(Error::invalid_input(format!(
+                "select_rows: row {bad} is out of range (the cache holds {} rows)",
+                self.rows
+            )));
+        }
+        if indices.is_empty() {
+            return Err(Error::invalid_input("select_rows: no rows selected"));
+        }
+        let dev = match self.cross.first() {
+            Some((k, _)) => k.device().clone(),
+            None => return Ok(()),
+        };
+        let idx = Tensor::new(indices, &dev).map_err(ce)?;
+        for t in self.self_k.iter_mut().chain(self.self_v.iter_mut()) {
+            *t = t.index_select(&idx, 0).map_err(ce)?;
+        }
+        let src: Vec<u32> = indices.iter().map(|&i| i / self.group as u32).collect();
+        // Windows in order of first use; uniform when sorted with equal run lengths.
+        let mut windows: Vec<u32> = Vec::new();
+        let mut runs: Vec<usize> = Vec::new();
+        for &s in &src {
+            if windows.last() == Some(&s) {
+                *runs.last_mut().unwrap_or(&mut 0) += 1;
+            } else {
+                windows.push(s);
+                runs.push(1);
+            }
+        }
+        let sorted_unique = windows.windows(2).all(|w| w[0] < w[1]);
+        let uniform = runs.iter().all(|&r| r == runs[0]);
+        let (keep, group) = if sorted_unique && uniform {
+            (windows, runs[0])
+        } else {
+            (src, 1)
+        };
+        let n_windows = self.cross.first().map(|(k, _)| k.dim(0)).transpose().map_err(ce)?.unwrap_or(0);
+        let identity = keep.len() == n_windows && keep.iter().enumerate().all(|(i, &w)| i as u32 == w);
+        if !identity {
+            let widx = Tensor::new(keep.as_slice(), &dev).map_err(ce)?;
+            for (k, v) in self.cross.iter_mut() {
+                *k = k.index_select(&widx, 0).map_err(ce)?;
+                *v = v.index_select(&widx, 0).map_err(ce)?;
+            }
+        }
+        self.group = group;
+        self.rows = indices.len();
+        Ok(())
+    }
+
+    /// Makes room for `total` positions, growing geometrically so appends stay amortized O(1).
+    pub(crate) fn reserve(&mut self, total: usize) -> candle_core::Result<()> {
+        if total <= self.cap {
+            return Ok(());
+        }
+        let new_cap = total.max(2 * self.cap).max(32);
+        let dev = match self.cross.first() {
+            Some((k, _)) => k.device().clone(),
+            None => return Ok(()),
+        };
+        let n_layers = self.cross.len();
+        let shape = (self.rows, self.n_head, new_cap, self.head_dim);
+        for li in 0..n_layers {
+            let k = Tensor::zeros(shape, DType::F32, &dev)?;
+            let v = Tensor::zeros(shape, DType::F32, &dev)?;
+            if self.len > 0 {
+                k.slice_set(&self.self_k[li].narrow(2, 0, self.len)?.contiguous()?, 2, 0)?;
+                v.slice_set(&self.self_v[li].narrow(2, 0, self.len)?.contiguous()?, 2, 0)?;
+            }
+            if li < self.self_k.len() {
+                self.self_k[li] = k;
+                self.self_v[li] = v;
+            } else {
+                self.self_k.push(k);
+                self.self_v.push(v);
+            }
+        }
+        self.cap = new_cap;
+        Ok(())
+    }
+
+    /// Writes new K/V [N, H, L, Dh] of `layer` at `offset` and returns views of all positions
+    /// ([N, H, offset+L, Dh]).
+    pub(crate) fn append(
+        &mut self,
+        layer: usize,
+        k: &Tensor,
+        v: &Tensor,
+        offset: usize,
+    ) -> candle_core::Result<(Tensor, Tensor)> {
+        let l = k.dim(2)?;
+        self.self_k[layer].slice_set(k, 2, offset)?;
+        self.self_v[layer].slice_set(v, 2, offset)?;
+        Ok((
+            self.self_k[layer].narrow(2, 0, offset + l)?,
+            self.self_v[layer].narrow(2, 0, offset + l)?,
+        ))
+    }
+
+    /// Marks `l` more positions as cached (after every layer appended them).
+    pub(crate) fn advance(&mut self, l: usize) {
+        self.len += l;
+    }
+
+    /// Cross-attention of `layer`: queries [N, H, L, Dh] (already scaled) → [N, L, H·Dh].
+    pub(crate) fn cross_attend(&self, layer: usize, q: &Tensor) -> candle_core::Result<Tensor> {
+        let (k, v) = &self.cross[layer];
+        let (n, h, l, dh) = q.dims4()?;
+        let g = self.group;
+        let w = n / g;
+        // Rows of one window become extra query positions against that window's keys.
+        let qg = if g == 1 {
+            q.clone()
+        } else {
+            q.reshape((w, g, h, l, dh))?
+                .permute((0, 2, 1, 3, 4))?
+                .contiguous()?
+                .reshape((w, h, g * l, dh))?
+        };
+        let p = candle_nn::ops::softmax_last_dim(&qg.matmul(&k.t()?)?)?;
+        let a = p.matmul(v)?; // [W, H, g·L, Dh]
+        a.reshape((w, h, g, l, dh))?
+            .permute((0, 2, 3, 1, 4))?
+            .reshape((n, l, h * dh))
+    }
+}

@@ -1,0 +1,381 @@
+//! Whisper encoder and decoder layers on candle, with an external, batch-aware decoder cache.
+//!
+//! Weights arrive as a map in Hugging Face names (see [`WeightMap`]); both the CTranslate2 and the HF
+//! loader produce it. At build time q/k/v are fused (one matmul per attention) and the attention scale
+//! is folded into the query projection, so no per-token work is spent on either.
+
+use super::config::WhisperConfig;
+use candle_core::{DType, Device, Module, Tensor};
+use candle_nn::{Conv1d, Conv1dConfig, LayerNorm};
+use dicta_core::{Error, Result};
+use std::collections::HashMap;
+
+/// Maps a candle error to an internal Dicta error.
+pub(crate) fn ce(e: candle_core::Error) -> Error {
+    Error::internal(format!("tensor backend: {e}"))
+}
+
+/// Named tensors in Hugging Face Whisper names (any float dtype), plus the file they came from.
+pub(crate) struct WeightMap {
+    pub tensors: HashMap<String, Tensor>,
+    pub source: String,
+}
+
+impl WeightMap {
+    /// Removes `name`, checks its shape, and returns it as f32 on `dev`.
+    fn take(&mut self, name: &str, shape: &[usize], dev: &Device) -> Result<Tensor> {
+        let t = self.tensors.remove(name).ok_or_else(|| {
+            Error::model_load(format!(
+                "{}: variable {name} is missing; the file is incomplete or not a Whisper checkpoint",
+                self.source
+            ))
+        })?;
+        if t.dims() != shape {
+            return Err(Error::model_load(format!(
+                "{}: variable {name} has shape {:?}, expected {shape:?} from the config",
+                self.source,
+                t.dims()
+            )));
+        }
+        t.to_dtype(DType::F32).and_then(|t| t.to_device(dev)).map_err(ce)
+    }
+}
+
+/// Dense layer y = x·Wᵀ + b, applied to [.., in] as one 2-D matmul (avoids a gemv per batch row).
+#[derive(Clone)]
+struct Linear {
+    /// [out, in]
+    w: Tensor,
+    /// [out]
+    b: Option<Tensor>,
+}
+
+impl Linear {
+    /// x: [.., in] → [.., out].
+    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        let dims = x.dims().to_vec();
+        let inner = dims[dims.len() - 1];
+        let rows = x.elem_count() / inner;
+        let y = x.reshape((rows, inner))?.matmul(&self.w.t()?)?;
+        let y = match &self.b {
+            Some(b) => y.broadcast_add(b)?,
+            None => y,
+        };
+        let mut out = dims;
+        let n = out.len();
+        out[n - 1] = self.w.dim(0)?;
+        y.reshape(out)
+    }
+}
+
+fn linear(wm: &mut WeightMap, p: &str, i: usize, o: usize, bias: bool, dev: &Device) -> Result<Linear> {
+    Ok(Linear {
+        w: wm.take(&format!("{p}.weight"), &[o, i], dev)?,
+        b: if bias {
+            Some(wm.take(&format!("{p}.bias"), &[o], dev)?)
+        } else {
+            None
+        },
+    })
+}
+
+fn layer_norm(wm: &mut WeightMap, p: &str, d: usize, dev: &Device) -> Result<LayerNorm> {
+    let w = wm.take(&format!("{p}.weight"), &[d], dev)?;
+    let b = wm.take(&format!("{p}.bias"), &[d], dev)?;
+    Ok(LayerNorm::new(w, b, 1e-5))
+}
+
+/// Loads q/k/v projections of `p` as one fused [3d, d] layer (k has no bias in Whisper) with the
+/// 1/√head_dim attention scale folded into q. `parts` selects which of q, k, v to fuse.
+fn fused_proj(wm: &mut WeightMap, p: &str, d: usize, n_head: usize, parts: &[&str], dev: &Device) -> Result<Linear> {
+    let scale = 1.0 / ((d / n_head) as f64).sqrt();
+    let mut ws = Vec::new();
+    let mut bs = Vec::new();
+    for part in parts {
+        let mut l = linear(wm, &format!("{p}.{part}_proj"), d, d, *part != "k", dev)?;
+        if *part == "q" {
+            l.w = (l.w * scale).map_err(ce)?;
+            l.b = l.b.map(|b| b * scale).transpose().map_err(ce)?;
+        }
+        ws.push(l.w);
+        bs.push(match l.b {
+            Some(b) => b,
+            None => Tensor::zeros(d, DType::F32, dev).map_err(ce)?,
+        });
+    }
+    Ok(Linear {
+        w: Tensor::cat(&ws, 0).map_err(ce)?,
+        b: Some(Tensor::cat(&bs, 0).map_err(ce)?),
+    })
+}
+
+/// Splits [N, T, k·d] into k contiguous tensors [N, H, T, Dh].
+fn split_heads(x: &Tensor, k: usize, n_head: usize) -> candle_core::Result<Vec<Tensor>> {
+    let (n, t, kd) = x.dims3()?;
+    let dh = kd / k / n_head;
+    let x = x.reshape((n, t, k, n_head, dh))?.permute((2, 0, 3, 1, 4))?.contiguous()?;
+    (0..k).map(|i| x.get(i)).collect()
+}
+
+/// [N, H, T, Dh] → [N, T, H·Dh].
+fn merge_heads(x: &Tensor) -> candle_core::Result<Tensor> {
+    let (n, h, t, dh) = x.dims4()?;
+    x.transpose(1, 2)?.reshape((n, t, h * dh))
+}
+
+struct Mlp {
+    fc1: Linear,
+    fc2: Linear,
+}
+
+impl Mlp {
+    fn load(wm: &mut WeightMap, p: &str, d: usize, ffn: usize, dev: &Device) -> Result<Self> {
+        Ok(Self {
+            fc1: linear(wm, &format!("{p}.fc1"), d, ffn, true, dev)?,
+            fc2: linear(wm, &format!("{p}.fc2"), ffn, d, true, dev)?,
+        })
+    }
+    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        self.fc2.forward(&self.fc1.forward(x)?.gelu_erf()?)
+    }
+}
+
+struct EncoderLayer {
+    ln1: LayerNorm,
+    qkv: Linear,
+    out: Linear,
+    ln2: LayerNorm,
+    mlp: Mlp,
+    n_head: usize,
+}
+
+impl EncoderLayer {
+    /// x: [N, T, d] → [N, T, d].
+    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        let h = self.ln1.forward(x)?;
+        let qkv = split_heads(&self.qkv.forward(&h)?, 3, self.n_head)?;
+        let scores = qkv[0].matmul(&qkv[1].t()?)?;
+        let p = candle_nn::ops::softmax_last_dim(&scores)?;
+        let a = merge_heads(&p.matmul(&qkv[2])?)?;
+        let x = (x + self.out.forward(&a)?)?;
+        let h = self.ln2.forward(&x)?;
+        x + self.mlp.forward(&h)?
+    }
+}
+
+/// Whisper's audio encoder.
+pub(crate) struct Encoder {
+    conv1: Conv1d,
+    conv2: Conv1d,
+    /// [n_audio_ctx, d]
+    pos: Tensor,
+    layers: Vec<EncoderLayer>,
+    ln_post: LayerNorm,
+}
+
+impl Encoder {
+    pub fn load(wm: &mut WeightMap, c: &WhisperConfig, dev: &Device) -> Result<Self> {
+        let d = c.n_audio_state;
+        let conv = |wm: &mut WeightMap, p: &str, i: usize, stride: usize| -> Result<Conv1d> {
+            let w = wm.take(&format!("{p}.weight"), &[d, i, 3], dev)?;
+            let b = wm.take(&format!("{p}.bias"), &[d], dev)?;
+            let cfg = Conv1dConfig {
+                padding: 1,
+                stride,
+                ..Default::default()
+            };
+            Ok(Conv1d::new(w, Some(b), cfg))
+        };
+        let conv1 = conv(wm, "model.encoder.conv1", c.n_mels, 1)?;
+        let conv2 = conv(wm, "model.encoder.conv2", d, 2)?;
+        let pos = wm.take("model.encoder.embed_positions.weight", &[c.n_audio_ctx, d], dev)?;
+        let mut layers = Vec::with_capacity(c.n_audio_layer);
+        for i in 0..c.n_audio_layer {
+            let p = format!("model.encoder.layers.{i}");
+            layers.push(EncoderLayer {
+                ln1: layer_norm(wm, &format!("{p}.self_attn_layer_norm"), d, dev)?,
+                qkv: fused_proj(wm, &format!("{p}.self_attn"), d, c.n_audio_head, &["q", "k", "v"], dev)?,
+                out: linear(wm, &format!("{p}.self_attn.out_proj"), d, d, true, dev)?,
+                ln2: layer_norm(wm, &format!("{p}.final_layer_norm"), d, dev)?,
+                mlp: Mlp::load(wm, &p, d, c.n_audio_ffn, dev)?,
+                n_head: c.n_audio_head,
+            });
+        }
+        let ln_post = layer_norm(wm, "model.encoder.layer_norm", d, dev)?;
+        Ok(Self {
+            conv1,
+            conv2,
+            pos,
+            layers,
+            ln_post,
+        })
+    }
+
+    /// mel: [N, n_mels, 2·n_audio_ctx] → [N, n_audio_ctx, d].
+    pub fn forward(&self, mel: &Tensor) -> candle_core::Result<Tensor> {
+        let x = self.conv1.forward(mel)?.gelu_erf()?;
+        let x = self.conv2.forward(&x)?.gelu_erf()?;
+        let mut x = x.transpose(1, 2)?.broadcast_add(&self.pos)?;
+        for l in &self.layers {
+            x = l.forward(&x)?;
+        }
+        self.ln_post.forward(&x)
+    }
+}
+
+struct DecoderLayer {
+    ln1: LayerNorm,
+    qkv: Linear,
+    self_out: Linear,
+    ln2: LayerNorm,
+    cross_q: Linear,
+    cross_kv: Linear,
+    cross_out: Linear,
+    ln3: LayerNorm,
+    mlp: Mlp,
+}
+
+/// Whisper's text decoder.
+pub(crate) struct Decoder {
+    /// [n_vocab, d]
+    embed: Tensor,
+    /// [n_text_ctx, d]
+    pos: Tensor,
+    /// [n_vocab, d]; usually the same tensor as `embed` (tied).
+    proj: Tensor,
+    layers: Vec<DecoderLayer>,
+    ln: LayerNorm,
+    n_head: usize,
+    n_ctx: usize,
+}
+
+impl Decoder {
+    pub fn load(wm: &mut WeightMap, c: &WhisperConfig, dev: &Device) -> Result<Self> {
+        let d = c.n_text_state;
+        let embed = wm.take("model.decoder.embed_tokens.weight", &[c.n_vocab, d], dev)?;
+        let proj = if wm.tensors.contains_key("proj_out.weight") {
+            wm.take("proj_out.weight", &[c.n_vocab, d], dev)?
+        } else {
+            embed.clone()
+        };
+        let pos = wm.take("model.decoder.embed_positions.weight", &[c.n_text_ctx, d], dev)?;
+        let mut layers = Vec::with_capacity(c.n_text_layer);
+        let h = c.n_text_head;
+        for i in 0..c.n_text_layer {
+            let p = format!("model.decoder.layers.{i}");
+            layers.push(DecoderLayer {
+                ln1: layer_norm(wm, &format!("{p}.self_attn_layer_norm"), d, dev)?,
+                qkv: fused_proj(wm, &format!("{p}.self_attn"), d, h, &["q", "k", "v"], dev)?,
+                self_out: linear(wm, &format!("{p}.self_attn.out_proj"), d, d, true, dev)?,
+                ln2: layer_norm(wm, &format!("{p}.encoder_attn_layer_norm"), d, dev)?,
+                cross_q: fused_proj(wm, &format!("{p}.encoder_attn"), d, h, &["q"], dev)?,
+                cross_kv: fused_proj(wm, &format!("{p}.encoder_attn"), d, h, &["k", "v"], dev)?,
+                cross_out: linear(wm, &format!("{p}.encoder_attn.out_proj"), d, d, true, dev)?,
+                ln3: layer_norm(wm, &format!("{p}.final_layer_norm"), d, dev)?,
+                mlp: Mlp::load(wm, &p, d, c.n_text_ffn, dev)?,
+            });
+        }
+        let ln = layer_norm(wm, "model.decoder.layer_norm", d, dev)?;
+        Ok(Self {
+            embed,
+            pos,
+            proj,
+            layers,
+            ln,
+            n_head: h,
+            n_ctx: c.n_text_ctx,
+        })
+    }
+
+    /// Cross-attention K/V of every layer from encoder states [W, T, d] (each [W, H, T, Dh]).
+    pub fn cross_kv(&self, enc: &Tensor) -> candle_core::Result<Vec<(Tensor, Tensor)>> {
+        self.layers
+            .iter()
+            .map(|l| {
+                let kv = split_heads(&l.cross_kv.forward(enc)?, 2, self.n_head)?;
+                Ok((kv[0].clone(), kv[1].clone()))
+            })
+            .collect()
+    }
+
+    /// tokens: [N, L] u32 (new tokens) → hidden states [N, L, d] after the final layer norm;
+    /// appends the new self-attention K/V to `cache`.
+    pub fn forward(&self, tokens: &Tensor, cache: &mut super::cache::DecoderCache) -> Result<Tensor> {
+        let (n, l) = tokens.dims2().map_err(|_| {
+            Error::invalid_input(format!("decode: tokens must be [N, L], got {:?}", tokens.dims()))
+        })?;
+        if l == 0 {
+            return Err(Error::invalid_input("decode: no tokens given (L = 0)"));
+        }
+        if n != cache.rows() {
+            return Err(Error::invalid_input(format!(
+                "decode: {n} token rows but the cache holds {} rows",
+                cache.rows()
+            )));
+        }
+        let offset = cache.len();
+        if offset + l > self.n_ctx {
+            return Err(Error::limit("decoder context (n_text_ctx)", self.n_ctx, offset + l));
+        }
+        self.forward_inner(tokens, cache, n, l, offset).map_err(ce)
+    }
+
+    fn forward_inner(
+        &self,
+        tokens: &Tensor,
+        cache: &mut super::cache::DecoderCache,
+        n: usize,
+        l: usize,
+        offset: usize,
+    ) -> candle_core::Result<Tensor> {
+        let d = self.embed.dim(1)?;
+        let emb = self.embed.index_select(&tokens.flatten_all()?, 0)?.reshape((n, l, d))?;
+        let mut x = emb.broadcast_add(&self.pos.narrow(0, offset, l)?)?;
+        // Causal mask among the new positions; cached positions are all visible.
+        let mask = if l > 1 {
+            let total = offset + l;
+            let m: Vec<f32> = (0..l)
+                .flat_map(|i| (0..total).map(move |j| if j > offset + i { f32::NEG_INFINITY } else { 0.0 }))
+                .collect();
+            Some(Tensor::from_vec(m, (l, total), x.device())?)
+        } else {
+            None
+        };
+        cache.reserve(offset + l)?;
+        for (li, layer) in self.layers.iter().enumerate() {
+            // Self-attention over cached + new positions.
+            let h = layer.ln1.forward(&x)?;
+            let qkv = split_heads(&layer.qkv.forward(&h)?, 3, self.n_head)?;
+            let (k, v) = cache.append(li, &qkv[1], &qkv[2], offset)?;
+            let mut s = qkv[0].matmul(&k.t()?)?;
+            if let Some(m) = &mask {
+                s = s.broadcast_add(m)?;
+            }
+            let p = candle_nn::ops::softmax_last_dim(&s)?;
+            let a = merge_heads(&p.matmul(&v)?)?;
+            x = (x + layer.self_out.forward(&a)?)?;
+            // Cross-attention; rows that share a window use that window's K/V without copying it.
+            let h = layer.ln2.forward(&x)?;
+            let q = split_heads(&layer.cross_q.forward(&h)?, 1, self.n_head)?.remove(0);
+            let a = cache.cross_attend(li, &q)?;
+            x = (x + layer.cross_out.forward(&a)?)?;
+            let h = layer.ln3.forward(&x)?;
+            x = (&x + layer.mlp.forward(&h)?)?;
+        }
+        cache.advance(l);
+        self.ln.forward(&x)
+    }
+
+    /// hidden: [.., d] → logits [.., n_vocab].
+    pub fn logits(&self, hidden: &Tensor) -> candle_core::Result<Tensor> {
+        Linear {
+            w: self.proj.clone(),
+            b: None,
+        }
+        .forward(hidden)
+    }
+
+    pub fn n_head(&self) -> usize {
+        self.n_head
+    }
+}
