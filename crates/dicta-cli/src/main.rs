@@ -3,6 +3,7 @@
 //!
 //! Exit codes: 0 success; 1 a failure (or any input failed); 2 usage error.
 
+mod decode_cmd;
 mod fetch;
 mod models_cmd;
 mod transcribe_cmd;
@@ -36,6 +37,8 @@ enum Command {
     Serve(UnbuiltArgs),
     /// Measure speed (RTFx, latency) and accuracy (WER) against peers.
     Bench(UnbuiltArgs),
+    /// Decode CTC log-probs saved as `[T, V]` float32 .npy (greedy, or beam search with an n-gram LM).
+    Decode(decode_cmd::DecodeArgs),
     /// Fetch, list and convert models.
     Models(models_cmd::ModelsArgs),
 }
@@ -85,6 +88,7 @@ fn main() -> ExitCode {
         Command::Serve(_) => unbuilt("serve"),
         Command::Bench(_) => unbuilt("bench"),
         Command::Models(args) => models_cmd::run(args, &globals),
+        Command::Decode(args) => decode_cmd::run(args).map(|code| code.clamp(0, 255) as u8),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -113,7 +113,9 @@ pub fn run(args: &TranscribeArgs, g: &Globals) -> Result<u8> {
         eprintln!("dicta transcribe: no inputs; give audio files or --manifest (see --help)");
         return Ok(2);
     }
-    if args.output_dir.is_some() && matches!(args.format, OutputFormat::Json | OutputFormat::VerboseJson) {
+    if args.output_dir.is_some()
+        && matches!(args.format, OutputFormat::Json | OutputFormat::VerboseJson)
+    {
         eprintln!("dicta transcribe: --output-dir is for text/srt/vtt; use --output for JSON");
         return Ok(2);
     }
@@ -164,16 +166,27 @@ pub fn run(args: &TranscribeArgs, g: &Globals) -> Result<u8> {
 fn collect_inputs(args: &TranscribeArgs) -> Result<Vec<Input>> {
     let mut inputs: Vec<Input> = args.inputs.iter().map(Input::from_path).collect();
     if let Some(m) = &args.manifest {
-        let text = fs::read_to_string(m).with_context(|| format!("cannot read manifest {}", m.display()))?;
+        let text = fs::read_to_string(m)
+            .with_context(|| format!("cannot read manifest {}", m.display()))?;
         let entries: Vec<ManifestEntry> = if text.trim_start().starts_with('[') {
-            serde_json::from_str(&text).with_context(|| format!("manifest {} is not a JSON array of {{id, audio}}", m.display()))?
+            serde_json::from_str(&text).with_context(|| {
+                format!(
+                    "manifest {} is not a JSON array of {{id, audio}}",
+                    m.display()
+                )
+            })?
         } else {
             text.lines()
                 .enumerate()
                 .filter(|(_, l)| !l.trim().is_empty())
                 .map(|(n, l)| {
-                    serde_json::from_str(l)
-                        .with_context(|| format!("manifest {} line {}: not a JSON object with \"audio\"", m.display(), n + 1))
+                    serde_json::from_str(l).with_context(|| {
+                        format!(
+                            "manifest {} line {}: not a JSON object with \"audio\"",
+                            m.display(),
+                            n + 1
+                        )
+                    })
                 })
                 .collect::<Result<_>>()?
         };
@@ -327,7 +340,9 @@ fn write_results(
         }
     };
     match &args.output {
-        Some(path) => fs::write(path, body).with_context(|| format!("cannot write {}", path.display())),
+        Some(path) => {
+            fs::write(path, body).with_context(|| format!("cannot write {}", path.display()))
+        }
         None => {
             let mut out = std::io::stdout().lock();
             out.write_all(body.as_bytes())?;

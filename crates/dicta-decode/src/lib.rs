@@ -3,7 +3,8 @@
 //! - [`greedy_decode`]: best path (merge repeats, drop blanks, delimiter → space).
 //! - [`BeamDecoder`]: prefix beam search with optional n-gram LM fusion ([`LmFusion`]) and
 //!   hotwords, matching pyctcdecode 0.5's decoding step for step.
-//! - [`NgramLm`]: ARPA back-off model (plain or `.gz`) in sorted arrays, scored as KenLM does.
+//! - [`NgramLm`]: back-off n-gram model from ARPA (plain or `.gz`) or a Sphinx binary trie
+//!   (`.lm.bin`), held in sorted arrays and scored as KenLM does.
 //! - [`job`]: the `dicta decode` command's logic (decode saved `[T, V]` log-prob `.npy` files).
 //!
 //! All inputs are `[T, V]` row-major float32 matrices ([`LogProbs`]); outputs are

@@ -190,3 +190,54 @@ fn english_trigram_scores_match_kenlm() {
     }
     assert!(checked > 2000, "only {checked} word scores compared");
 }
+
+fn gunzip(path: &std::path::Path) -> Vec<u8> {
+    let mut out = Vec::new();
+    std::io::Read::read_to_end(
+        &mut flate2::read::GzDecoder::new(std::fs::File::open(path).unwrap()),
+        &mut out,
+    )
+    .unwrap();
+    out
+}
+
+/// `sub.lm.bin.gz` is pocketsphinx 5.1.1's binary trie conversion of `sub.arpa.gz`
+/// (`tests/fixtures/make_sphinx_bin.py`): both must give the same model.
+#[test]
+fn sphinx_binary_trie_matches_its_arpa_source() {
+    let dir = common::fixtures();
+    let arpa = NgramLm::from_arpa_path(&dir.join("sub.arpa.gz")).unwrap();
+    let bin = dicta_decode::lm::parse_sphinx_bin(&gunzip(&dir.join("sub.lm.bin.gz"))).unwrap();
+    assert_eq!(bin.order(), 3);
+    for n in 1..=3 {
+        assert_eq!(bin.ngram_count(n), arpa.ngram_count(n), "{n}-grams");
+    }
+    let words: Vec<&str> = arpa
+        .words()
+        .filter(|w| !w.starts_with('<'))
+        .take(20)
+        .collect();
+    let mut max_diff = 0.0f32;
+    for a in &words {
+        for b in &words {
+            for c in &words {
+                let s = format!("{a} {b} {c}");
+                let (x, y) = (
+                    arpa.sentence_log10(&s, true, true),
+                    bin.sentence_log10(&s, true, true),
+                );
+                max_diff = max_diff.max((x - y).abs());
+            }
+        }
+    }
+    // The binary file stores log-base-1.0001 floats; converting back costs ~1e-6 (log10).
+    assert!(max_diff < 1e-4, "max |log10 difference| {max_diff}");
+    eprintln!("Sphinx binary vs ARPA over 8000 sentences: max |log10 diff| = {max_diff:e}");
+
+    let bytes = gunzip(&dir.join("sub.lm.bin.gz"));
+    let e = dicta_decode::lm::parse_sphinx_bin(&bytes[..bytes.len() / 2]).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::CorruptInput);
+    assert!(e.message.contains("ends at byte"), "{e}");
+    let e = dicta_decode::lm::parse_sphinx_bin(b"Darpa Trigram LM....").unwrap_err();
+    assert!(e.message.contains("header"), "{e}");
+}

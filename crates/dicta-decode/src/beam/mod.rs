@@ -127,7 +127,10 @@ impl BeamDecoder {
             d: self,
             fusion,
             words: Words::new(lm_vocab),
-            partials: Partials::new(fusion.map_or(0, |f| f.unigram_list().len())),
+            partials: Partials::new(
+                fusion.map_or(0, |f| f.unigram_list().len()),
+                logprobs.frames() * 8,
+            ),
             texts: Texts::new(
                 start,
                 fusion.map_or(1, |f| f.lm.order()).saturating_sub(1).max(1),
