@@ -25,11 +25,14 @@ struct Reference {
 
 fn reference(name: &str) -> Reference {
     let path = fixture(name).join("reference.safetensors");
-    let mut t: HashMap<String, Tensor> = candle_core::safetensors::load(&path, &Device::Cpu).unwrap();
+    let mut t: HashMap<String, Tensor> =
+        candle_core::safetensors::load(&path, &Device::Cpu).unwrap();
     let mut waves = Vec::new();
     let mut alone = Vec::new();
     for i in 0.. {
-        let Some(w) = t.remove(&format!("wave_{i}")) else { break };
+        let Some(w) = t.remove(&format!("wave_{i}")) else {
+            break;
+        };
         waves.push(w.to_vec1::<f32>().unwrap());
         alone.push(t.remove(&format!("alone_{i}")).unwrap());
     }
@@ -49,7 +52,10 @@ fn reference(name: &str) -> Reference {
 
 fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
     assert_eq!(a.len(), b.len(), "shape mismatch");
-    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
 }
 
 fn flat(t: &Tensor) -> Vec<f32> {
@@ -116,13 +122,18 @@ fn group_norm_variant_matches_transformers_padded_batch() {
     let (out, r) = check_batch("group");
     // Without an attention mask (as transformers runs base-960h-style models) padding leaks
     // into the shorter rows; the longest row is unpadded and equals its solo run.
-    let longest = (0..r.waves.len()).max_by_key(|&i| r.waves[i].len()).unwrap();
+    let longest = (0..r.waves.len())
+        .max_by_key(|&i| r.waves[i].len())
+        .unwrap();
     for i in 0..r.waves.len() {
         let d = max_abs_diff(out.row(i), &flat(&r.alone[i]));
         if i == longest {
             assert!(d < TOL, "unpadded row {i} differs from alone by {d}");
         } else {
-            assert!(d > 1e-2, "padded row {i} unexpectedly equals alone (diff {d})");
+            assert!(
+                d > 1e-2,
+                "padded row {i} unexpectedly equals alone (diff {d})"
+            );
         }
     }
 }
@@ -151,7 +162,9 @@ fn layer_norm_variant_ignores_padding_values_beyond_length() {
     // Appending a loud, very long companion row must not change a masked model's output.
     let model = load("layer");
     let r = reference("layer");
-    let loud: Vec<f32> = (0..4000).map(|i| ((i * 7919) % 200) as f32 - 100.0).collect();
+    let loud: Vec<f32> = (0..4000)
+        .map(|i| ((i * 7919) % 200) as f32 - 100.0)
+        .collect();
     let out = run(model.as_ref(), &[r.waves[2].clone(), loud]);
     let d = max_abs_diff(out.row(0), &flat(&r.alone[2]));
     assert!(d < TOL, "diff {d}");
@@ -176,7 +189,10 @@ fn geometry_follows_the_conv_stack() {
     let empty = model.forward(&[]).unwrap();
     assert_eq!((empty.n_rows, empty.t_max), (0, 0));
     let silent = model.forward(&[&[0.5; 5]]).unwrap();
-    assert_eq!((silent.n_rows, silent.t_max, silent.lengths.clone()), (1, 0, vec![0]));
+    assert_eq!(
+        (silent.n_rows, silent.t_max, silent.lengths.clone()),
+        (1, 0, vec![0])
+    );
 }
 
 #[test]
@@ -223,6 +239,22 @@ fn edit_config(dir: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
 }
 
 #[test]
+fn sharded_safetensors_folder_loads() {
+    let dir = scratch_copy("layer", "sharded");
+    let shard = "model-00001-of-00001.safetensors";
+    std::fs::rename(dir.join("model.safetensors"), dir.join(shard)).unwrap();
+    let tensors = candle_core::safetensors::load(dir.join(shard), &Device::Cpu).unwrap();
+    let weight_map: serde_json::Map<String, serde_json::Value> =
+        tensors.keys().map(|k| (k.clone(), shard.into())).collect();
+    let index = serde_json::json!({ "metadata": {}, "weight_map": weight_map });
+    std::fs::write(dir.join("model.safetensors.index.json"), index.to_string()).unwrap();
+    let model = load_ctc_model(&dir, &Device::Cpu).unwrap();
+    let r = reference("layer");
+    let out = run(model.as_ref(), std::slice::from_ref(&r.waves[0]));
+    assert!(max_abs_diff(out.row(0), &flat(&r.alone[0])) < TOL);
+}
+
+#[test]
 fn unusable_folders_are_refused_with_model_load_errors() {
     let dir = scratch_copy("layer", "unknown-type");
     edit_config(&dir, |c| c["model_type"] = "speech_to_text".into());
@@ -231,7 +263,9 @@ fn unusable_folders_are_refused_with_model_load_errors() {
     assert!(err.message.contains("speech_to_text"), "{}", err.message);
 
     let dir = scratch_copy("layer", "no-head");
-    edit_config(&dir, |c| c["architectures"] = serde_json::json!(["Wav2Vec2ForPreTraining"]));
+    edit_config(&dir, |c| {
+        c["architectures"] = serde_json::json!(["Wav2Vec2ForPreTraining"])
+    });
     let err = load_ctc_model(&dir, &Device::Cpu).err().unwrap();
     assert_eq!(err.kind, ErrorKind::ModelLoad);
     assert!(err.message.contains("CTC head"), "{}", err.message);

@@ -18,6 +18,8 @@ pub(crate) fn internal(e: candle_core::Error) -> Error {
 }
 
 /// Tensor failures while loading weights mean the folder does not match its config: `ModelLoad`.
-pub(crate) fn load_err(context: impl std::fmt::Display) -> impl FnOnce(candle_core::Error) -> Error {
+pub(crate) fn load_err(
+    context: impl std::fmt::Display,
+) -> impl FnOnce(candle_core::Error) -> Error {
     move |e| Error::model_load(format!("{context}: {e}"))
 }

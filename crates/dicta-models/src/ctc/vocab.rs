@@ -53,7 +53,11 @@ impl CtcVocab {
             }
         }
         if dropped > 0 {
-            tracing::debug!(dropped, vocab_size, "vocab.json ids beyond the CTC head ignored");
+            tracing::debug!(
+                dropped,
+                vocab_size,
+                "vocab.json ids beyond the CTC head ignored"
+            );
         }
         if blank_id as usize >= vocab_size {
             return Err(Error::model_load(format!(
@@ -98,7 +102,7 @@ impl CtcVocab {
 
 fn pick_word_delimiter(tokens: &[String], configured: Option<String>) -> Option<String> {
     let configured = configured.unwrap_or_else(|| "|".to_string());
-    if tokens.iter().any(|t| *t == configured) {
+    if tokens.contains(&configured) {
         Some(configured)
     } else if tokens.iter().any(|t| t.starts_with('▁')) {
         Some("▁".to_string())
@@ -115,7 +119,10 @@ mod tests {
     fn delimiter_prefers_configured_then_sentencepiece() {
         let chars: Vec<String> = ["<pad>", "|", "a"].iter().map(|s| s.to_string()).collect();
         assert_eq!(pick_word_delimiter(&chars, None).as_deref(), Some("|"));
-        let sp: Vec<String> = ["<blk>", "▁the", "s"].iter().map(|s| s.to_string()).collect();
+        let sp: Vec<String> = ["<blk>", "▁the", "s"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
         assert_eq!(pick_word_delimiter(&sp, None).as_deref(), Some("▁"));
         let none: Vec<String> = ["<pad>", "a"].iter().map(|s| s.to_string()).collect();
         assert_eq!(pick_word_delimiter(&none, Some("|".into())), None);

@@ -143,14 +143,19 @@ impl Wav2Vec2Config {
         if self.conv_stride.contains(&0) || self.conv_kernel.contains(&0) {
             return bad("conv_stride and conv_kernel entries must be positive".into());
         }
-        if self.num_attention_heads == 0 || self.hidden_size % self.num_attention_heads != 0 {
+        if self.num_attention_heads == 0
+            || !self.hidden_size.is_multiple_of(self.num_attention_heads)
+        {
             return bad(format!(
                 "hidden_size {} is not divisible by num_attention_heads {}",
                 self.hidden_size, self.num_attention_heads
             ));
         }
         let groups = self.num_conv_pos_embedding_groups;
-        if groups == 0 || self.hidden_size % groups != 0 || self.num_conv_pos_embeddings == 0 {
+        if groups == 0
+            || !self.hidden_size.is_multiple_of(groups)
+            || self.num_conv_pos_embeddings == 0
+        {
             return bad(format!(
                 "positional conv: hidden_size {} / groups {groups} / kernel {} is not runnable",
                 self.hidden_size, self.num_conv_pos_embeddings

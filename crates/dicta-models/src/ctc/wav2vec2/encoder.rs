@@ -78,7 +78,9 @@ impl Attention {
         let (b, t, d) = x.dims3()?;
         let dh = d / self.heads;
         let split = |y: Tensor| -> candle_core::Result<Tensor> {
-            y.reshape((b, t, self.heads, dh))?.transpose(1, 2)?.contiguous()
+            y.reshape((b, t, self.heads, dh))?
+                .transpose(1, 2)?
+                .contiguous()
         };
         let q = split((self.q.forward(x)? * self.scale)?)?;
         let k = split(self.k.forward(x)?)?;
@@ -139,7 +141,9 @@ impl Layer {
 
     /// Post-layer-norm layer (base models). `[B, T, D]` → `[B, T, D]`.
     fn forward_post(&self, x: &Tensor, bias: Option<&Tensor>) -> candle_core::Result<Tensor> {
-        let x = self.layer_norm.forward(&(x + self.attention.forward(x, bias)?)?)?;
+        let x = self
+            .layer_norm
+            .forward(&(x + self.attention.forward(x, bias)?)?)?;
         self.final_layer_norm
             .forward(&(&x + self.feed_forward.forward(&x)?)?)
     }
@@ -169,8 +173,12 @@ impl Encoder {
             .collect::<Result<Vec<_>>>()?;
         Ok(Self {
             pos_conv: PositionalConv::load(cfg, vb.pp("pos_conv_embed.conv"))?,
-            layer_norm: candle_nn::layer_norm(cfg.hidden_size, cfg.layer_norm_eps, vb.pp("layer_norm"))
-                .map_err(load_err(vb.prefix()))?,
+            layer_norm: candle_nn::layer_norm(
+                cfg.hidden_size,
+                cfg.layer_norm_eps,
+                vb.pp("layer_norm"),
+            )
+            .map_err(load_err(vb.prefix()))?,
             layers,
             stable: cfg.do_stable_layer_norm,
         })

@@ -209,13 +209,16 @@ impl CtcModel for Wav2Vec2ForCtc {
 
     fn frames_for_samples(&self, n_samples: usize) -> usize {
         let (k, s) = (&self.config.conv_kernel, &self.config.conv_stride);
-        k.iter().zip(s).fold(n_samples, |n, (&k, &s)| {
-            if n < k {
-                0
-            } else {
-                (n - k) / s + 1
-            }
-        })
+        k.iter().zip(s).fold(
+            n_samples,
+            |n, (&k, &s)| {
+                if n < k {
+                    0
+                } else {
+                    (n - k) / s + 1
+                }
+            },
+        )
     }
 
     fn samples_per_frame(&self) -> usize {

@@ -39,7 +39,11 @@ pub fn open(dir: &Path, dtype: DType, device: &Device) -> Result<VarBuilder<'sta
     )))
 }
 
-fn mmap_safetensors(paths: &[PathBuf], dtype: DType, device: &Device) -> Result<VarBuilder<'static>> {
+fn mmap_safetensors(
+    paths: &[PathBuf],
+    dtype: DType,
+    device: &Device,
+) -> Result<VarBuilder<'static>> {
     // SAFETY: the files are mapped read-only; as with every mmap loader, another process
     // truncating them while the model is loaded is undefined behaviour, which model folders
     // (immutable once written) do not do.
