@@ -36,7 +36,10 @@ fn batched_rows_equal_rows_alone() {
         }
         for (s, (a, b)) in alone.iter().zip(&batched).enumerate() {
             let d = max_abs_diff(a, &b.i(k..k + 1).unwrap());
-            assert!(d <= TOL, "row {k} step {s}: logits differ alone vs batched by {d}");
+            assert!(
+                d <= TOL,
+                "row {k} step {s}: logits differ alone vs batched by {d}"
+            );
         }
     }
 }
@@ -54,7 +57,10 @@ fn one_call_prompt_equals_token_by_token() {
     for (i, &t) in seq.iter().enumerate() {
         let last = m.decode_last(&prompt(&[t], 1), &mut c_one).unwrap();
         let d = max_abs_diff(&last, &all.i((.., i)).unwrap());
-        assert!(d <= TOL, "position {i}: incremental differs from one call by {d}");
+        assert!(
+            d <= TOL,
+            "position {i}: incremental differs from one call by {d}"
+        );
     }
     assert_eq!(c_one.len(), seq.len());
 }
@@ -68,7 +74,9 @@ fn select_rows_keeps_each_rows_state() {
     let enc = m.encode(&mel()).unwrap();
     let mut reference = m.new_cache(&enc).unwrap();
     let ref_logits = m.decode_last(&prompt(&p, 3), &mut reference).unwrap();
-    let ref_next = m.decode_last(&prompt(&[next[0]], 3), &mut reference).unwrap();
+    let ref_next = m
+        .decode_last(&prompt(&[next[0]], 3), &mut reference)
+        .unwrap();
 
     let mut cache = m.new_cache(&enc).unwrap();
     let l0 = m.decode_last(&prompt(&p, 3), &mut cache).unwrap();
@@ -96,7 +104,10 @@ fn select_rows_keeps_each_rows_state() {
     let e = cache.select_rows(&[7]).unwrap_err();
     assert_eq!(e.kind, dicta_core::ErrorKind::InvalidInput);
     let e = m
-        .decode_last(&Tensor::zeros((3, 0), candle_core::DType::U32, &Device::Cpu).unwrap(), &mut cache)
+        .decode_last(
+            &Tensor::zeros((3, 0), candle_core::DType::U32, &Device::Cpu).unwrap(),
+            &mut cache,
+        )
         .unwrap_err();
     assert_eq!(e.kind, dicta_core::ErrorKind::InvalidInput);
 }

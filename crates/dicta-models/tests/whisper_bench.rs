@@ -23,7 +23,8 @@ fn whisper_timings() {
         let t = Instant::now();
         let mut cache = m.new_cache(&enc).unwrap();
         let t_cross = t.elapsed().as_secs_f64();
-        m.decode_last(&prompt(&[s.sot, s.no_timestamps], n), &mut cache).unwrap();
+        m.decode_last(&prompt(&[s.sot, s.no_timestamps], n), &mut cache)
+            .unwrap();
         let steps = 50;
         let t = Instant::now();
         for i in 0..steps {
@@ -39,5 +40,43 @@ fn whisper_timings() {
             t_tok * 1e3,
             t_tok * 1e3 / n as f64
         );
+    }
+}
+
+#[test]
+#[ignore = "timing report; run explicitly"]
+fn projection_layouts() {
+    let w = Tensor::randn(0f32, 1.0, (51864, 384), &Device::Cpu).unwrap();
+    let wt = w.t().unwrap().contiguous().unwrap();
+    for n in [1usize, 8] {
+        let x = Tensor::randn(0f32, 1.0, (n, 384), &Device::Cpu).unwrap();
+        for (name, f) in [
+            (
+                "x·wᵀ (transposed view)",
+                Box::new(|| x.matmul(&w.t().unwrap()).unwrap()) as Box<dyn Fn() -> Tensor>,
+            ),
+            ("x·w (pre-transposed)", Box::new(|| x.matmul(&wt).unwrap())),
+            (
+                "(w·xᵀ)ᵀ",
+                Box::new(|| {
+                    w.matmul(&x.t().unwrap())
+                        .unwrap()
+                        .t()
+                        .unwrap()
+                        .contiguous()
+                        .unwrap()
+                }),
+            ),
+        ] {
+            f();
+            let t = Instant::now();
+            for _ in 0..20 {
+                f();
+            }
+            eprintln!(
+                "n={n} {name}: {:.2} ms",
+                t.elapsed().as_secs_f64() * 1e3 / 20.0
+            );
+        }
     }
 }

@@ -37,7 +37,11 @@ impl std::fmt::Debug for DecoderCache {
 
 impl DecoderCache {
     /// Cache over `cross` (per layer K/V [W, H, T, Dh]) with one row per window and nothing decoded.
-    pub(crate) fn new(cross: Vec<(Tensor, Tensor)>, n_head: usize, head_dim: usize) -> Result<Self> {
+    pub(crate) fn new(
+        cross: Vec<(Tensor, Tensor)>,
+        n_head: usize,
+        head_dim: usize,
+    ) -> Result<Self> {
         let rows = match cross.first() {
             Some((k, _)) => k.dim(0).map_err(ce)?,
             None => 0,
@@ -110,8 +114,15 @@ impl DecoderCache {
         } else {
             (src, 1)
         };
-        let n_windows = self.cross.first().map(|(k, _)| k.dim(0)).transpose().map_err(ce)?.unwrap_or(0);
-        let identity = keep.len() == n_windows && keep.iter().enumerate().all(|(i, &w)| i as u32 == w);
+        let n_windows = self
+            .cross
+            .first()
+            .map(|(k, _)| k.dim(0))
+            .transpose()
+            .map_err(ce)?
+            .unwrap_or(0);
+        let identity =
+            keep.len() == n_windows && keep.iter().enumerate().all(|(i, &w)| i as u32 == w);
         if !identity {
             let widx = Tensor::new(keep.as_slice(), &dev).map_err(ce)?;
             for (k, v) in self.cross.iter_mut() {
@@ -178,8 +189,14 @@ impl DecoderCache {
         self.len += l;
     }
 
-    /// Cross-attention of `layer`: queries [N, H, L, Dh] (already scaled) → [N, L, H·Dh].
-    pub(crate) fn cross_attend(&self, layer: usize, q: &Tensor) -> candle_core::Result<Tensor> {
+    /// Cross-attention of `layer`: queries [N, H, L, Dh] (already scaled) → [N, L, H·Dh], plus the
+    /// attention probabilities [N, H, L, T_audio] when `want_probs` (only for one row per window).
+    pub(crate) fn cross_attend(
+        &self,
+        layer: usize,
+        q: &Tensor,
+        want_probs: bool,
+    ) -> candle_core::Result<(Tensor, Option<Tensor>)> {
         let (k, v) = &self.cross[layer];
         let (n, h, l, dh) = q.dims4()?;
         let g = self.group;
@@ -195,8 +212,10 @@ impl DecoderCache {
         };
         let p = candle_nn::ops::softmax_last_dim(&qg.matmul(&k.t()?)?)?;
         let a = p.matmul(v)?; // [W, H, g·L, Dh]
-        a.reshape((w, h, g, l, dh))?
+        let out = a
+            .reshape((w, h, g, l, dh))?
             .permute((0, 2, 3, 1, 4))?
-            .reshape((n, l, h * dh))
+            .reshape((n, l, h * dh))?;
+        Ok((out, (want_probs && g == 1).then_some(p)))
     }
 }

@@ -108,7 +108,10 @@ impl WhisperConfig {
 
     /// Token id of a language code ("en" → `<|en|>`), if the model knows it.
     pub fn lang_id(&self, code: &str) -> Option<u32> {
-        self.lang_ids.iter().find(|(c, _)| c == code).map(|(_, id)| *id)
+        self.lang_ids
+            .iter()
+            .find(|(c, _)| c == code)
+            .map(|(_, id)| *id)
     }
 
     /// Default alignment heads when a folder names none: every head of the last half of the decoder
@@ -122,13 +125,13 @@ impl WhisperConfig {
     /// Checks the dimensions are consistent so that a bad folder fails at load, not mid-request.
     pub(crate) fn validate(&self, what: &str) -> Result<()> {
         let bad = |m: String| Err(Error::model_load(format!("{what}: {m}")));
-        if self.n_audio_head == 0 || self.n_audio_state % self.n_audio_head != 0 {
+        if self.n_audio_state.checked_rem(self.n_audio_head) != Some(0) {
             return bad(format!(
                 "encoder width {} is not divisible by {} heads",
                 self.n_audio_state, self.n_audio_head
             ));
         }
-        if self.n_text_head == 0 || self.n_text_state % self.n_text_head != 0 {
+        if self.n_text_state.checked_rem(self.n_text_head) != Some(0) {
             return bad(format!(
                 "decoder width {} is not divisible by {} heads",
                 self.n_text_state, self.n_text_head

@@ -11,8 +11,12 @@ use std::path::Path;
 fn write_json(path: &Path, value: &serde_json::Value) -> Result<()> {
     let text = serde_json::to_string_pretty(value)
         .map_err(|e| Error::internal(format!("serialize {}: {e}", path.display())))?;
-    std::fs::write(path, text + "\n")
-        .map_err(|e| Error::new(dicta_core::ErrorKind::Io, format!("{}: cannot write ({e})", path.display())))
+    std::fs::write(path, text + "\n").map_err(|e| {
+        Error::new(
+            dicta_core::ErrorKind::Io,
+            format!("{}: cannot write ({e})", path.display()),
+        )
+    })
 }
 
 /// Converts the CTranslate2 Whisper folder `src` into a Hugging Face folder `dst` (created if needed):
@@ -22,8 +26,12 @@ fn write_json(path: &Path, value: &serde_json::Value) -> Result<()> {
 pub fn convert_ct2_to_hf(src: &Path, dst: &Path) -> Result<()> {
     let m = ct2::read(src)?;
     let c = &m.config;
-    std::fs::create_dir_all(dst)
-        .map_err(|e| Error::new(dicta_core::ErrorKind::Io, format!("{}: cannot create ({e})", dst.display())))?;
+    std::fs::create_dir_all(dst).map_err(|e| {
+        Error::new(
+            dicta_core::ErrorKind::Io,
+            format!("{}: cannot create ({e})", dst.display()),
+        )
+    })?;
 
     let dtypes: Vec<DType> = m.weights.tensors.values().map(|t| t.dtype()).collect();
     let torch_dtype = if dtypes.iter().all(|&d| d == DType::F16) {
@@ -35,7 +43,10 @@ pub fn convert_ct2_to_hf(src: &Path, dst: &Path) -> Result<()> {
     };
     let st = dst.join("model.safetensors");
     candle_core::safetensors::save(&m.weights.tensors, &st).map_err(|e| {
-        Error::new(dicta_core::ErrorKind::Io, format!("{}: cannot write ({e})", st.display()))
+        Error::new(
+            dicta_core::ErrorKind::Io,
+            format!("{}: cannot write ({e})", st.display()),
+        )
     })?;
 
     let s = &c.special;
@@ -70,8 +81,11 @@ pub fn convert_ct2_to_hf(src: &Path, dst: &Path) -> Result<()> {
     });
     write_json(&dst.join("config.json"), &config)?;
 
-    let lang_to_id: BTreeMap<String, u32> =
-        c.lang_ids.iter().map(|(code, id)| (format!("<|{code}|>"), *id)).collect();
+    let lang_to_id: BTreeMap<String, u32> = c
+        .lang_ids
+        .iter()
+        .map(|(code, id)| (format!("<|{code}|>"), *id))
+        .collect();
     let heads: Vec<[usize; 2]> = c.alignment_heads.iter().map(|&(l, h)| [l, h]).collect();
     let mut generation = json!({
         "alignment_heads": heads,
@@ -115,7 +129,10 @@ pub fn convert_ct2_to_hf(src: &Path, dst: &Path) -> Result<()> {
 
     let tok = dst.join("tokenizer.json");
     std::fs::copy(src.join("tokenizer.json"), &tok).map_err(|e| {
-        Error::new(dicta_core::ErrorKind::Io, format!("{}: cannot write ({e})", tok.display()))
+        Error::new(
+            dicta_core::ErrorKind::Io,
+            format!("{}: cannot write ({e})", tok.display()),
+        )
     })?;
     tracing::info!(src = %src.display(), dst = %dst.display(), "converted CTranslate2 Whisper to Hugging Face layout");
     Ok(())

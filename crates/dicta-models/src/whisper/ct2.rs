@@ -61,7 +61,10 @@ impl<'a> Reader<'a> {
 }
 
 /// Parses `model.bin`: returns the spec name and the variables with aliases resolved.
-pub(crate) fn parse<'a>(buf: &'a [u8], what: &'a str) -> Result<(String, BTreeMap<String, RawVar<'a>>)> {
+pub(crate) fn parse<'a>(
+    buf: &'a [u8],
+    what: &'a str,
+) -> Result<(String, BTreeMap<String, RawVar<'a>>)> {
     let mut r = Reader { buf, pos: 0, what };
     let version = r.u32()?;
     if !(5..=6).contains(&version) {
@@ -77,7 +80,9 @@ pub(crate) fn parse<'a>(buf: &'a [u8], what: &'a str) -> Result<(String, BTreeMa
     for _ in 0..n {
         let name = r.string()?;
         let rank = r.u8()? as usize;
-        let shape = (0..rank).map(|_| r.u32().map(|d| d as usize)).collect::<Result<Vec<_>>>()?;
+        let shape = (0..rank)
+            .map(|_| r.u32().map(|d| d as usize))
+            .collect::<Result<Vec<_>>>()?;
         let dtype = r.u8()?;
         let nbytes = r.u32()? as usize;
         let data = r.bytes(nbytes)?;
@@ -88,7 +93,9 @@ pub(crate) fn parse<'a>(buf: &'a [u8], what: &'a str) -> Result<(String, BTreeMa
         let alias = r.string()?;
         let target = r.string()?;
         let v = vars.get(&target).ok_or_else(|| {
-            Error::model_load(format!("{what}: alias {alias} points to unknown variable {target}"))
+            Error::model_load(format!(
+                "{what}: alias {alias} points to unknown variable {target}"
+            ))
         })?;
         let copy = RawVar {
             shape: v.shape.clone(),
@@ -143,10 +150,17 @@ fn to_tensor(name: &str, v: &RawVar, scale: Option<&RawVar>, what: &str) -> Resu
         0 => Tensor::from_raw_buffer(v.data, DType::F32, &v.shape, &cpu).map_err(ce)?,
         4 => Tensor::from_raw_buffer(v.data, DType::F16, &v.shape, &cpu).map_err(ce)?,
         5 => Tensor::from_raw_buffer(v.data, DType::BF16, &v.shape, &cpu).map_err(ce)?,
-        1 => Tensor::from_vec(v.data.iter().map(|&b| b as i8 as f32).collect::<Vec<_>>(), v.shape.as_slice(), &cpu)
-            .map_err(ce)?,
+        1 => Tensor::from_vec(
+            v.data.iter().map(|&b| b as i8 as f32).collect::<Vec<_>>(),
+            v.shape.as_slice(),
+            &cpu,
+        )
+        .map_err(ce)?,
         2 => Tensor::from_vec(
-            v.data.chunks_exact(2).map(|b| i16::from_le_bytes([b[0], b[1]]) as f32).collect::<Vec<_>>(),
+            v.data
+                .chunks_exact(2)
+                .map(|b| i16::from_le_bytes([b[0], b[1]]) as f32)
+                .collect::<Vec<_>>(),
             v.shape.as_slice(),
             &cpu,
         )
@@ -159,7 +173,9 @@ fn to_tensor(name: &str, v: &RawVar, scale: Option<&RawVar>, what: &str) -> Resu
         ))),
         None => Ok(t),
         Some(s) => {
-            let s = to_tensor(&format!("{name}_scale"), s, None, what)?.to_dtype(DType::F32).map_err(ce)?;
+            let s = to_tensor(&format!("{name}_scale"), s, None, what)?
+                .to_dtype(DType::F32)
+                .map_err(ce)?;
             let t = t.to_dtype(DType::F32).map_err(ce)?;
             let rows = v.shape.first().copied().unwrap_or(1);
             let s = if s.elem_count() == 1 {
@@ -187,6 +203,8 @@ const SCALARS: &[(&str, Option<i64>)] = &[
     ("decoder/pre_norm", Some(1)),
     ("decoder/scale_embeddings", Some(0)),
     ("decoder/alibi", Some(0)),
+    ("decoder/alibi_use_positive_positions", Some(0)),
+    ("decoder/scale_alibi", Some(0)),
     ("decoder/start_from_zero_embedding", Some(0)),
     ("decoder/alignment_heads", None),
     ("decoder/alignment_layer", None),
@@ -205,7 +223,9 @@ fn ct2_to_hf_name(name: &str) -> Option<String> {
     let hf = match parts.as_slice() {
         ["encoder", "conv1"] => "model.encoder.conv1".to_string(),
         ["encoder", "conv2"] => "model.encoder.conv2".to_string(),
-        [side @ ("encoder" | "decoder"), "position_encodings"] => format!("model.{side}.embed_positions"),
+        [side @ ("encoder" | "decoder"), "position_encodings"] => {
+            format!("model.{side}.embed_positions")
+        }
         [side @ ("encoder" | "decoder"), "layer_norm"] => format!("model.{side}.layer_norm"),
         ["decoder", "embeddings"] => "model.decoder.embed_tokens".to_string(),
         ["decoder", "projection"] => "proj_out".to_string(),
@@ -256,7 +276,10 @@ fn split_fused(map: &mut HashMap<String, Tensor>) -> Result<()> {
             if *part == "k" && leaf == "bias" {
                 continue;
             }
-            let piece = t.narrow(0, i * d, d).and_then(|p| p.contiguous()).map_err(ce)?;
+            let piece = t
+                .narrow(0, i * d, d)
+                .and_then(|p| p.contiguous())
+                .map_err(ce)?;
             map.insert(format!("{prefix}.{part}_proj.{leaf}"), piece);
         }
     }
@@ -338,6 +361,16 @@ pub(crate) fn read(dir: &Path) -> Result<Ct2Model> {
         if tied && name == "decoder/projection/weight" {
             continue;
         }
+        if v.shape.is_empty() {
+            // A flag from a newer converter: harmless when off, refused when on.
+            if scalar_int(v) == Some(0) {
+                tracing::debug!(variable = %name, "ignoring unknown CTranslate2 flag that is off");
+                continue;
+            }
+            return Err(Error::model_load(format!(
+                "{what}: unknown setting {name} is on; this Whisper variant is not supported"
+            )));
+        }
         let hf = ct2_to_hf_name(name).ok_or_else(|| {
             Error::model_load(format!(
                 "{what}: unknown variable {name}; this Whisper variant is not supported"
@@ -350,10 +383,16 @@ pub(crate) fn read(dir: &Path) -> Result<Ct2Model> {
 
     let shape = |n: &str| -> Result<Vec<usize>> {
         vars.get(n).map(|v| v.shape.clone()).ok_or_else(|| {
-            Error::model_load(format!("{what}: variable {n} is missing; the file is incomplete"))
+            Error::model_load(format!(
+                "{what}: variable {n} is missing; the file is incomplete"
+            ))
         })
     };
-    let count = |side: &str| (0..).take_while(|i| vars.contains_key(&format!("{side}/layer_{i}/ffn/linear_0/weight"))).count();
+    let count = |side: &str| {
+        (0..)
+            .take_while(|i| vars.contains_key(&format!("{side}/layer_{i}/ffn/linear_0/weight")))
+            .count()
+    };
     let conv1 = shape("encoder/conv1/weight")?;
     let enc_pos = shape("encoder/position_encodings/encodings")?;
     let emb = shape("decoder/embeddings/weight")?;
@@ -362,7 +401,9 @@ pub(crate) fn read(dir: &Path) -> Result<Ct2Model> {
     let n_text_ffn = shape("decoder/layer_0/ffn/linear_0/weight")?[0];
     let (n_audio_layer, n_text_layer) = (count("encoder"), count("decoder"));
     if conv1.len() != 3 || enc_pos.len() != 2 || emb.len() != 2 || dec_pos.len() != 2 {
-        return Err(Error::model_load(format!("{what}: unexpected ranks of conv1/embeddings")));
+        return Err(Error::model_load(format!(
+            "{what}: unexpected ranks of conv1/embeddings"
+        )));
     }
     drop(mmap);
 
@@ -391,7 +432,12 @@ pub(crate) fn read(dir: &Path) -> Result<Ct2Model> {
             Some((code, id))
         })
         .collect();
-    let ids = |v: &[i64]| v.iter().filter(|&&x| x >= 0).map(|&x| x as u32).collect::<Vec<_>>();
+    let ids = |v: &[i64]| {
+        v.iter()
+            .filter(|&&x| x >= 0)
+            .map(|&x| x as u32)
+            .collect::<Vec<_>>()
+    };
     let config = WhisperConfig {
         n_mels: conv1[1],
         n_audio_ctx: enc_pos[0],
@@ -430,4 +476,115 @@ pub(crate) fn read(dir: &Path) -> Result<Ct2Model> {
 pub(crate) fn load(dir: &Path) -> Result<(WhisperConfig, WhisperTokenizer, WeightMap)> {
     let m = read(dir)?;
     Ok((m.config, m.tokenizer, m.weights))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put_str(b: &mut Vec<u8>, s: &str) {
+        b.extend(((s.len() + 1) as u16).to_le_bytes());
+        b.extend(s.as_bytes());
+        b.push(0);
+    }
+
+    fn put_var(b: &mut Vec<u8>, name: &str, shape: &[u32], dtype: u8, data: &[u8]) {
+        put_str(b, name);
+        b.push(shape.len() as u8);
+        for d in shape {
+            b.extend(d.to_le_bytes());
+        }
+        b.push(dtype);
+        b.extend((data.len() as u32).to_le_bytes());
+        b.extend(data);
+    }
+
+    /// A hand-written file in the layout of ctranslate2's `_serialize`: int8 weights with a per-row
+    /// scale (quantized as the converter does: q = round(w · 127 / amax_row)), an f16 variable, a scalar
+    /// and an alias.
+    #[test]
+    fn parses_binary_spec_and_dequantizes_int8() {
+        let w = [[0.5f32, -1.0, 0.25], [2.0, 1.0, -0.5]];
+        let scale: Vec<f32> = w
+            .iter()
+            .map(|r| 127.0 / r.iter().fold(0f32, |a, x| a.max(x.abs())))
+            .collect();
+        let q: Vec<u8> = w
+            .iter()
+            .zip(&scale)
+            .flat_map(|(r, s)| r.iter().map(move |x| (x * s).round() as i8 as u8))
+            .collect();
+        let mut b = Vec::new();
+        b.extend(6u32.to_le_bytes());
+        put_str(&mut b, "WhisperSpec");
+        b.extend(3u32.to_le_bytes());
+        b.extend(4u32.to_le_bytes());
+        put_var(
+            &mut b,
+            "decoder/layer_0/ffn/linear_0/weight",
+            &[2, 3],
+            1,
+            &q,
+        );
+        let sb: Vec<u8> = scale.iter().flat_map(|s| s.to_le_bytes()).collect();
+        put_var(
+            &mut b,
+            "decoder/layer_0/ffn/linear_0/weight_scale",
+            &[2],
+            0,
+            &sb,
+        );
+        let h: Vec<u8> = [1.5f32, -2.0]
+            .iter()
+            .flat_map(|x| half::f16::from_f32(*x).to_le_bytes())
+            .collect();
+        put_var(&mut b, "decoder/layer_norm/gamma", &[2], 4, &h);
+        put_var(&mut b, "decoder/num_heads", &[], 2, &6i16.to_le_bytes());
+        b.extend(1u32.to_le_bytes());
+        put_str(&mut b, "decoder/projection/weight");
+        put_str(&mut b, "decoder/layer_0/ffn/linear_0/weight");
+
+        let (spec, vars) = parse(&b, "test.bin").unwrap();
+        assert_eq!(spec, "WhisperSpec");
+        assert_eq!(scalar_int(&vars["decoder/num_heads"]), Some(6));
+        let name = "decoder/layer_0/ffn/linear_0/weight";
+        let t = to_tensor(name, &vars[name], vars.get(&format!("{name}_scale")), "t").unwrap();
+        let got: Vec<Vec<f32>> = t.to_vec2().unwrap();
+        for (gr, wr) in got.iter().zip(&w) {
+            for (g, x) in gr.iter().zip(wr) {
+                assert!((g - x).abs() < 1e-2, "{g} vs {x}");
+            }
+        }
+        assert_eq!(
+            vars["decoder/projection/weight"].data.as_ptr(),
+            vars[name].data.as_ptr()
+        );
+        let g = to_tensor("g", &vars["decoder/layer_norm/gamma"], None, "t").unwrap();
+        assert_eq!(
+            g.to_dtype(DType::F32).unwrap().to_vec1::<f32>().unwrap(),
+            vec![1.5, -2.0]
+        );
+        assert_eq!(
+            ct2_to_hf_name("decoder/layer_norm/gamma").as_deref(),
+            Some("model.decoder.layer_norm.weight")
+        );
+        assert_eq!(
+            ct2_to_hf_name("decoder/layer_3/attention/linear_1/bias").as_deref(),
+            Some("model.decoder.layers.3.encoder_attn.kv.bias")
+        );
+
+        // An int8 variable without its scale, a truncated file and a foreign dtype are refused.
+        assert!(to_tensor(name, &vars[name], None, "t").is_err());
+        let e = parse(&b[..b.len() - 7], "test.bin").err().unwrap();
+        assert!(e.message.contains("truncated"));
+        let bad = RawVar {
+            shape: vec![1],
+            dtype: 9,
+            data: &[0],
+        };
+        assert!(to_tensor("x", &bad, None, "t")
+            .unwrap_err()
+            .message
+            .contains("unsupported"));
+    }
 }

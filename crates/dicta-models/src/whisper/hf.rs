@@ -78,7 +78,12 @@ pub(crate) fn load(dir: &Path) -> Result<(WhisperConfig, WhisperTokenizer, Weigh
             hc.model_type.unwrap_or_default()
         )));
     }
-    if hc.activation_function.as_deref().is_some_and(|a| a != "gelu") || hc.scale_embedding == Some(true) {
+    if hc
+        .activation_function
+        .as_deref()
+        .is_some_and(|a| a != "gelu")
+        || hc.scale_embedding == Some(true)
+    {
         return Err(Error::model_load(format!(
             "{what}: only activation_function \"gelu\" without scale_embedding is supported"
         )));
@@ -105,7 +110,10 @@ pub(crate) fn load(dir: &Path) -> Result<(WhisperConfig, WhisperTokenizer, Weigh
         .unwrap_or_default()
         .into_iter()
         .map(|(tok, id)| {
-            let code = tok.trim_start_matches("<|").trim_end_matches("|>").to_string();
+            let code = tok
+                .trim_start_matches("<|")
+                .trim_end_matches("|>")
+                .to_string();
             (code, id)
         })
         .collect();

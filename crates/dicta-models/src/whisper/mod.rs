@@ -118,7 +118,25 @@ impl Whisper {
                 )))
             }
         }
-        self.encoder.forward(mel).map_err(ce)
+        self.per_rows(mel, |x| self.encoder.forward(x)).map_err(ce)
+    }
+
+    /// Runs `f` on the batch `x` [N, ..]: whole on accelerators; row by row on the CPU, where the
+    /// encoder's matmuls are already large per row and a whole batch's intermediates (hundreds of MB)
+    /// cost more in page faults and cache misses than batching saves.
+    fn per_rows(
+        &self,
+        x: &Tensor,
+        f: impl Fn(&Tensor) -> candle_core::Result<Tensor>,
+    ) -> candle_core::Result<Tensor> {
+        let n = x.dim(0)?;
+        if !self.device.is_cpu() || n <= 1 {
+            return f(x);
+        }
+        let rows = (0..n)
+            .map(|r| f(&x.narrow(0, r, 1)?))
+            .collect::<candle_core::Result<Vec<_>>>()?;
+        Tensor::cat(&rows, 0)
     }
 
     /// Builds a decoder cache for a batch: computes the cross-attention K/V of every decoder layer once
@@ -134,7 +152,23 @@ impl Whisper {
                 )))
             }
         }
-        let cross = self.decoder.cross_kv(encoder_out).map_err(ce)?;
+        let cross = if self.device.is_cpu() && encoder_out.dim(0).map_err(ce)? > 1 {
+            // One row at a time keeps the working set in cache (see `per_rows`), then one copy per layer.
+            let rows = (0..encoder_out.dim(0).map_err(ce)?)
+                .map(|r| self.decoder.cross_kv(&encoder_out.narrow(0, r, 1)?))
+                .collect::<candle_core::Result<Vec<_>>>()
+                .map_err(ce)?;
+            (0..self.config.n_text_layer)
+                .map(|l| {
+                    let ks: Vec<_> = rows.iter().map(|r| r[l].0.clone()).collect();
+                    let vs: Vec<_> = rows.iter().map(|r| r[l].1.clone()).collect();
+                    Ok((Tensor::cat(&ks, 0)?, Tensor::cat(&vs, 0)?))
+                })
+                .collect::<candle_core::Result<Vec<_>>>()
+                .map_err(ce)?
+        } else {
+            self.decoder.cross_kv(encoder_out).map_err(ce)?
+        };
         let h = self.decoder.n_head();
         DecoderCache::new(cross, h, self.config.n_text_state / h)
     }
@@ -146,12 +180,34 @@ impl Whisper {
         self.decoder.logits(&hidden).map_err(ce)
     }
 
+    /// Cross-attention weights of the alignment heads for word timestamps (what faster-whisper's
+    /// `find_alignment` runs DTW on): teacher-forces `tokens` [N, L] (the whole sequence: prompt, text,
+    /// `<|endoftext|>`) over encoder states [N, n_audio_ctx, d] in one pass →
+    /// [N, A, L, n_audio_ctx] softmax probabilities, one slice per `config.alignment_heads` entry, in order.
+    pub fn alignment_weights(&self, encoder_out: &Tensor, tokens: &Tensor) -> Result<Tensor> {
+        let mut cache = self.new_cache(encoder_out)?;
+        let mut probs = Vec::with_capacity(self.config.n_text_layer);
+        self.decoder
+            .forward_with(tokens, &mut cache, Some(&mut probs))?;
+        let heads = self
+            .config
+            .alignment_heads
+            .iter()
+            .map(|&(l, h)| probs[l].narrow(1, h, 1))
+            .collect::<candle_core::Result<Vec<_>>>()
+            .map_err(ce)?;
+        Tensor::cat(&heads, 1).map_err(ce)
+    }
+
     /// Like [`Whisper::decode`] but returns only the last position's logits [N, n_vocab] (the hot path:
     /// the vocabulary projection runs for one position per row).
     pub fn decode_last(&self, tokens: &Tensor, cache: &mut DecoderCache) -> Result<Tensor> {
         let hidden = self.decoder.forward(tokens, cache)?;
         let l = hidden.dim(1).map_err(ce)?;
-        let last = hidden.narrow(1, l - 1, 1).and_then(|h| h.squeeze(1)).map_err(ce)?;
+        let last = hidden
+            .narrow(1, l - 1, 1)
+            .and_then(|h| h.squeeze(1))
+            .map_err(ce)?;
         self.decoder.logits(&last).map_err(ce)
     }
 }

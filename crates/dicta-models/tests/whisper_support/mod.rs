@@ -25,12 +25,18 @@ pub fn model_dir() -> Option<PathBuf> {
 /// The CT2 model, loaded once per test binary.
 pub fn model() -> Option<&'static Whisper> {
     static M: OnceLock<Option<Whisper>> = OnceLock::new();
-    M.get_or_init(|| model_dir().map(|d| Whisper::load(&d, &Device::Cpu).expect("load CT2 tiny.en")))
-        .as_ref()
+    M.get_or_init(|| {
+        model_dir().map(|d| Whisper::load(&d, &Device::Cpu).expect("load CT2 tiny.en"))
+    })
+    .as_ref()
 }
 
 pub fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/whisper")).join(name)
+    PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/whisper"
+    ))
+    .join(name)
 }
 
 /// mel.npy as f32 [3, 80, 3000].
@@ -103,7 +109,10 @@ pub fn greedy(m: &Whisper, mel: &Tensor, prompt_tokens: &[u32], max_len: usize) 
             let best = row
                 .iter()
                 .enumerate()
-                .fold((0, f32::NEG_INFINITY), |acc, (i, &v)| if v > acc.1 { (i, v) } else { acc })
+                .fold(
+                    (0, f32::NEG_INFINITY),
+                    |acc, (i, &v)| if v > acc.1 { (i, v) } else { acc },
+                )
                 .0 as u32;
             if best != eot {
                 out[active[r]].push(best);
