@@ -3,6 +3,7 @@
 //!
 //! Exit codes: 0 success; 1 a failure (or any input failed); 2 usage error.
 
+mod bench;
 mod decode_cmd;
 mod fetch;
 mod models_cmd;
@@ -36,7 +37,7 @@ enum Command {
     /// Run the HTTP/WebSocket server (OpenAI-compatible API, batch JSON, streaming).
     Serve(UnbuiltArgs),
     /// Measure speed (RTFx, latency) and accuracy (WER) against peers.
-    Bench(UnbuiltArgs),
+    Bench(bench::BenchArgs),
     /// Decode CTC log-probs saved as `[T, V]` float32 .npy (greedy, or beam search with an n-gram LM).
     Decode(decode_cmd::DecodeArgs),
     /// Fetch, list and convert models.
@@ -86,7 +87,7 @@ fn main() -> ExitCode {
             transcribe_cmd::run(args, &globals)
         }
         Command::Serve(_) => unbuilt("serve"),
-        Command::Bench(_) => unbuilt("bench"),
+        Command::Bench(args) => bench::run(args, &globals),
         Command::Models(args) => models_cmd::run(args, &globals),
         Command::Decode(args) => decode_cmd::run(args).map(|code| code.clamp(0, 255) as u8),
     };

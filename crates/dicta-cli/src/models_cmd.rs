@@ -25,6 +25,14 @@ enum ModelsCommand {
     },
     /// List known models and whether they are fetched.
     List,
+    /// Write a Hugging Face–layout Whisper folder (config.json, model.safetensors, tokenizer.json,
+    /// preprocessor_config.json, generation_config.json) from a CTranslate2 one.
+    Convert {
+        /// CTranslate2 Whisper folder, or a known model name (fetched if needed).
+        src: String,
+        /// Destination folder (created).
+        dst: std::path::PathBuf,
+    },
     /// Print the folder of a fetched model (exit 1 if it is not fetched).
     Path {
         /// Model name.
@@ -66,6 +74,13 @@ pub fn run(args: &ModelsArgs, g: &Globals) -> Result<u8> {
                 };
                 println!("{}{default}\t{}\t[{state}]", a.name, a.description);
             }
+            Ok(0)
+        }
+        ModelsCommand::Convert { src, dst } => {
+            let src = fetch::resolve_model(src, &g.home, &g.python, true)?;
+            dicta_models::whisper::convert_ct2_to_hf(&src, dst)?;
+            eprintln!("dicta: converted {} → {}", src.display(), dst.display());
+            println!("{}", dst.display());
             Ok(0)
         }
         ModelsCommand::Path { name } => {

@@ -88,6 +88,7 @@ fn load(model: &Path, (batch_size, long_form): (usize, LongFormMode)) -> Result<
         batch_size,
         long_form,
         decode: DecodeOptions::greedy(),
+        ..EngineConfig::default()
     };
     Engine::load(model, config)
         .with_context(|| format!("cannot load the model in {}", model.display()))
