@@ -80,15 +80,15 @@ pub fn beam_search<M: StepModel>(
             cands.truncate(num_candidates);
             // Tiny vocabularies (or heavy masking) can leave fewer candidates than beams; pad
             // with hopeless copies so every row keeps exactly `beam_size` cache rows.
-            if let Some(&c0) = cands.first() {
-                cands.resize(
-                    num_candidates,
-                    Candidate {
-                        score: f32::NEG_INFINITY,
-                        ..c0
-                    },
-                );
-            }
+            let pad = Candidate {
+                score: f32::NEG_INFINITY,
+                ..cands.first().copied().unwrap_or(Candidate {
+                    origin: 0,
+                    token: params.eot,
+                    score: f32::NEG_INFINITY,
+                })
+            };
+            cands.resize(num_candidates, pad);
             let mut new_seqs = Vec::with_capacity(beam_size);
             let mut new_scores = Vec::with_capacity(beam_size);
             let mut secondary = beam_size;
@@ -104,7 +104,8 @@ pub fn beam_search<M: StepModel>(
                         toks.push(c.token);
                     }
                     st.finished.push((toks, c.score));
-                    if let Some(j) = (secondary..cands.len()).find(|&j| cands[j].token != params.eot)
+                    if let Some(j) =
+                        (secondary..cands.len()).find(|&j| cands[j].token != params.eot)
                     {
                         chosen = j;
                         secondary = j + 1;

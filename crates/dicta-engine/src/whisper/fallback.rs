@@ -11,7 +11,10 @@ use super::options::DecodeOptions;
 /// (high values mean repetitive text; empty text gives 0, as in Python).
 pub fn compression_ratio(text: &str) -> f32 {
     let bytes = text.as_bytes();
-    let mut enc = ZlibEncoder::new(Vec::with_capacity(bytes.len() / 2 + 16), Compression::new(6));
+    let mut enc = ZlibEncoder::new(
+        Vec::with_capacity(bytes.len() / 2 + 16),
+        Compression::new(6),
+    );
     // Writing to a Vec cannot fail.
     let compressed = enc
         .write_all(bytes)
@@ -67,7 +70,10 @@ pub fn needs_fallback(attempt: &Attempt, opts: &DecodeOptions) -> bool {
 /// rule sees the final temperature).
 pub fn select_after_all_failed(attempts: &[Attempt], opts: &DecodeOptions) -> Attempt {
     let below: Vec<&Attempt> = match opts.compression_ratio_threshold {
-        Some(t) => attempts.iter().filter(|a| a.compression_ratio <= t).collect(),
+        Some(t) => attempts
+            .iter()
+            .filter(|a| a.compression_ratio <= t)
+            .collect(),
         None => attempts.iter().collect(),
     };
     let pool: Vec<&Attempt> = if below.is_empty() {
@@ -124,7 +130,11 @@ mod tests {
             ("", 0.0),
         ];
         for (text, want) in cases {
-            assert!((compression_ratio(text) - want).abs() < 1e-6, "{text:?}: {}", compression_ratio(text));
+            assert!(
+                (compression_ratio(text) - want).abs() < 1e-6,
+                "{text:?}: {}",
+                compression_ratio(text)
+            );
         }
         let rep = "the the the the the the the the the the the the the the the the the the";
         assert!(compression_ratio(rep) > 2.4);

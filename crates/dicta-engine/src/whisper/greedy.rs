@@ -282,7 +282,8 @@ pub(crate) mod tests {
         let mut m = TableModel::new(16, 3);
         m.histories = vec![vec![1], vec![2, 5], vec![7]];
         let first = m.first();
-        let batched = greedy_search(&mut m, first, 3, &params(&rules, 40), Sampler::Argmax).unwrap();
+        let batched =
+            greedy_search(&mut m, first, 3, &params(&rules, 40), Sampler::Argmax).unwrap();
         for (i, h) in [vec![1], vec![2, 5], vec![7]].into_iter().enumerate() {
             let mut m1 = TableModel::new(16, 1);
             m1.histories = vec![h];

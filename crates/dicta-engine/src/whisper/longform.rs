@@ -129,10 +129,10 @@ fn words_of(window: usize, segment: usize, s: &WindowSegment) -> Vec<WordItem> {
 fn longest_common_run(a: &[WordItem], b: &[WordItem]) -> (usize, usize, usize) {
     let mut best = (0, 0, 0);
     let mut prev = vec![0usize; b.len() + 1];
-    for i in 0..a.len() {
+    for (i, wa) in a.iter().enumerate() {
         let mut cur = vec![0usize; b.len() + 1];
-        for j in 0..b.len() {
-            if !a[i].norm.is_empty() && a[i].norm == b[j].norm {
+        for (j, wb) in b.iter().enumerate() {
+            if !wa.norm.is_empty() && wa.norm == wb.norm {
                 cur[j + 1] = prev[j] + 1;
                 if cur[j + 1] > best.2 {
                     best = (i + 1 - cur[j + 1], j + 1 - cur[j + 1], cur[j + 1]);
@@ -176,7 +176,11 @@ pub fn merge_windows(windows: &[(f64, f64, Vec<WindowSegment>)]) -> Vec<MergedSe
             words.truncate(keep_a);
             words.extend(new.into_iter().skip(from_b));
         } else {
-            let cut = (ov_start + prev_end) / 2.0;
+            // Where the earlier window stopped before the midpoint, its coverage ends there.
+            let covered_to = words
+                .last()
+                .map_or(ov_start, |x| windows[x.window].2[x.segment].end);
+            let cut = ((ov_start + prev_end) / 2.0).min(covered_to.max(ov_start));
             words.retain(|x| x.time < cut);
             words.extend(new.into_iter().filter(|x| x.time >= cut));
         }
@@ -194,7 +198,8 @@ pub fn merge_windows(windows: &[(f64, f64, Vec<WindowSegment>)]) -> Vec<MergedSe
         let all = words_of(w, s, seg);
         let whole = j - i == all.len();
         let first = i == 0 || !(words[i - 1].window == w && words[i - 1].segment == s);
-        let starts_at_seg_start = words[i].text == all[0].text && (words[i].time - all[0].time).abs() < 1e-9;
+        let starts_at_seg_start =
+            words[i].text == all[0].text && (words[i].time - all[0].time).abs() < 1e-9;
         let ends_at_seg_end = {
             let last = &all[all.len() - 1];
             words[j - 1].text == last.text && (words[j - 1].time - last.time).abs() < 1e-9
@@ -202,12 +207,28 @@ pub fn merge_windows(windows: &[(f64, f64, Vec<WindowSegment>)]) -> Vec<MergedSe
         let text: String = words[i..j].iter().map(|x| x.text.as_str()).collect();
         out.push(MergedSegment {
             window: w,
-            start: if first && starts_at_seg_start { seg.start } else { words[i].time },
-            end: if ends_at_seg_end { seg.end } else { words[j - 1].time },
+            start: if first && starts_at_seg_start {
+                seg.start
+            } else {
+                words[i].time
+            },
+            end: if ends_at_seg_end {
+                seg.end
+            } else {
+                words[j - 1].time
+            },
             text,
             tokens: whole.then(|| seg.tokens.clone()),
         });
         i = j;
+    }
+    // Word times are estimates and windows disagree slightly: keep segments ordered and
+    // non-overlapping.
+    for k in 1..out.len() {
+        let prev_end = out[k - 1].end;
+        let s = &mut out[k];
+        s.start = s.start.max(prev_end);
+        s.end = s.end.max(s.start);
     }
     out
 }
@@ -226,15 +247,31 @@ mod tests {
     }
 
     fn joined(m: &[MergedSegment]) -> String {
-        m.iter().map(|s| s.text.as_str()).collect::<String>().trim().to_string()
+        m.iter()
+            .map(|s| s.text.as_str())
+            .collect::<String>()
+            .trim()
+            .to_string()
     }
 
     #[test]
     fn plan_covers_content_with_overlap() {
-        assert_eq!(plan_windows(2500, 5.0), vec![PlannedWindow { start: 0, len: 2500 }]);
+        assert_eq!(
+            plan_windows(2500, 5.0),
+            vec![PlannedWindow {
+                start: 0,
+                len: 2500
+            }]
+        );
         assert_eq!(plan_windows(3000, 5.0).len(), 1);
         let p = plan_windows(24000, 5.0);
-        assert_eq!(p[0], PlannedWindow { start: 0, len: 3000 });
+        assert_eq!(
+            p[0],
+            PlannedWindow {
+                start: 0,
+                len: 3000
+            }
+        );
         assert_eq!(p[1].start, 2500);
         let last = p.last().unwrap();
         assert_eq!(last.start + last.len, 24000);

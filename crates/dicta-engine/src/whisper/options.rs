@@ -126,7 +126,7 @@ impl DecodeOptions {
         if self.best_of == 0 {
             return Err(Error::invalid_input("best_of must be >= 1, got 0"));
         }
-        if !(self.patience > 0.0) {
+        if self.patience.is_nan() || self.patience <= 0.0 {
             return Err(Error::invalid_input(format!(
                 "patience must be > 0, got {}",
                 self.patience
@@ -141,7 +141,11 @@ impl DecodeOptions {
         if self.temperatures.is_empty() {
             return Err(Error::invalid_input("temperatures must not be empty"));
         }
-        if let Some(t) = self.temperatures.iter().find(|t| !(**t >= 0.0) || !t.is_finite()) {
+        if let Some(t) = self
+            .temperatures
+            .iter()
+            .find(|t| !t.is_finite() || **t < 0.0)
+        {
             return Err(Error::invalid_input(format!(
                 "temperatures must be finite and >= 0, got {t}"
             )));
@@ -152,7 +156,7 @@ impl DecodeOptions {
                 self.suppress_tokens
             )));
         }
-        if !(self.max_initial_timestamp >= 0.0) {
+        if self.max_initial_timestamp.is_nan() || self.max_initial_timestamp < 0.0 {
             return Err(Error::invalid_input(format!(
                 "max_initial_timestamp must be >= 0, got {}",
                 self.max_initial_timestamp

@@ -7,9 +7,11 @@ use dicta_models::whisper::{Whisper, WhisperTokenizer};
 
 use super::fallback::{is_silence, Attempt};
 use super::logits::argmax;
-use super::longform::{merge_windows, plan_windows, WindowSegment};
+use super::longform::{merge_windows, plan_windows, PlannedWindow, WindowSegment};
 use super::options::{DecodeOptions, LongFormMode, Task};
-use super::segments::{split_by_timestamps, RawSegment, FRAMES_PER_SECOND, TIME_PRECISION, WINDOW_FRAMES};
+use super::segments::{
+    split_by_timestamps, RawSegment, FRAMES_PER_SECOND, TIME_PRECISION, WINDOW_FRAMES,
+};
 use super::window::{ce, WindowDecoder, WindowJob};
 
 /// Samples of zero padding faster-whisper's feature extractor appends (one hop).
@@ -33,6 +35,15 @@ pub struct WhisperTranscriber<'m> {
     model: &'m Whisper,
     mel: LogMel,
     non_speech: Vec<u32>,
+}
+
+/// One decoded window of the batched mode.
+#[derive(Debug, Clone)]
+struct DecodedWindow {
+    start: f64,
+    end: f64,
+    segments: Vec<WindowSegment>,
+    attempt: Attempt,
 }
 
 /// Per-recording state of the sequential mode.
@@ -92,7 +103,8 @@ impl<'m> WhisperTranscriber<'m> {
             windows: 0,
             batch_sizes: Vec::new(),
         };
-        let mut results: Vec<Option<Result<Transcript>>> = (0..audios.len()).map(|_| None).collect();
+        let mut results: Vec<Option<Result<Transcript>>> =
+            (0..audios.len()).map(|_| None).collect();
         let mut seq: Vec<SeqState> = Vec::new();
         let mut long: Vec<(usize, MelSpectrogram, usize)> = Vec::new();
         let languages = self.languages(audios, opts, &decoder, &mut out)?;
@@ -114,7 +126,8 @@ impl<'m> WhisperTranscriber<'m> {
                 }
             };
             let sot_seq = self.sot_sequence(&lang, opts.task)?;
-            let batched_long = matches!(mode, LongFormMode::Batched { .. }) && content_frames > WINDOW_FRAMES;
+            let batched_long =
+                matches!(mode, LongFormMode::Batched { .. }) && content_frames > WINDOW_FRAMES;
             if batched_long {
                 long.push((i, mel, content_frames));
             } else {
@@ -133,10 +146,22 @@ impl<'m> WhisperTranscriber<'m> {
         self.run_sequential(&mut seq, &decoder, batch_size, &mut out)?;
         for st in seq {
             let dur = audios[st.input].len() as f64 / 16000.0;
-            results[st.input] = Some(Ok(transcript(st.input, &languages[st.input], dur, st.segments)));
+            results[st.input] = Some(Ok(transcript(
+                st.input,
+                &languages[st.input],
+                dur,
+                st.segments,
+            )));
         }
         if let LongFormMode::Batched { overlap_seconds } = mode {
-            for (i, segs) in self.run_batched(&long, &languages, overlap_seconds, &decoder, batch_size, &mut out)? {
+            for (i, segs) in self.run_batched(
+                &long,
+                &languages,
+                overlap_seconds,
+                &decoder,
+                batch_size,
+                &mut out,
+            )? {
                 let dur = audios[i].len() as f64 / 16000.0;
                 results[i] = Some(Ok(transcript(i, &languages[i], dur, segs)));
             }
@@ -173,7 +198,11 @@ impl<'m> WhisperTranscriber<'m> {
                     let size = WINDOW_FRAMES.min(st.content_frames - st.seek);
                     WindowJob {
                         mel: window(&st.mel, st.seek, size),
-                        prompt: self.prompt(&st.all_tokens[st.prompt_reset_since..], &st.sot_seq, opts),
+                        prompt: self.prompt(
+                            &st.all_tokens[st.prompt_reset_since..],
+                            &st.sot_seq,
+                            opts,
+                        ),
                         seed_key: st.seek as u64,
                     }
                 })
@@ -199,14 +228,20 @@ impl<'m> WhisperTranscriber<'m> {
                     st.all_tokens.extend_from_slice(&raw.tokens);
                     st.segments.push(segment(&raw, text, &a));
                 }
-                if !opts.condition_on_previous_text || a.temperature > opts.prompt_reset_on_temperature {
+                if !opts.condition_on_previous_text
+                    || a.temperature > opts.prompt_reset_on_temperature
+                {
                     st.prompt_reset_since = st.all_tokens.len();
                 }
             }
         }
     }
 
-    /// Fixed overlapping windows of all long recordings, decoded in batches, merged.
+    /// Fixed overlapping windows of all long recordings, decoded in batches, merged. Where
+    /// the earlier window's last segment ends less than 3 s after the later window starts
+    /// (Whisper skips speech cut by a window edge), a repair window starting at
+    /// the earlier window's last timestamp (where the sequential mode would seek) is decoded
+    /// in a second batched pass and merged in between.
     fn run_batched(
         &self,
         long: &[(usize, MelSpectrogram, usize)],
@@ -216,74 +251,147 @@ impl<'m> WhisperTranscriber<'m> {
         batch_size: usize,
         out: &mut TranscribeOutput,
     ) -> Result<Vec<(usize, Vec<Segment>)>> {
+        const TRUSTED_AFTER_CUT_SECONDS: f64 = 3.0;
         let opts = decoder.opts;
         let initial = self.initial_prompt(opts)?;
-        let mut jobs = Vec::new();
-        let mut owner = Vec::new();
-        for (k, (i, mel, content)) in long.iter().enumerate() {
+        let mut prompts = Vec::with_capacity(long.len());
+        for (i, _, _) in long {
             let lang = languages[*i].as_ref().map_err(|e| e.clone())?;
-            let sot_seq = self.sot_sequence(lang, opts.task)?;
-            for w in plan_windows(*content, overlap_seconds) {
-                jobs.push(WindowJob {
-                    mel: window(mel, w.start, w.len),
-                    prompt: self.prompt(&initial, &sot_seq, opts),
-                    seed_key: w.start as u64,
-                });
-                owner.push((k, w));
-            }
+            prompts.push(self.prompt(&initial, &self.sot_sequence(lang, opts.task)?, opts));
         }
-        let mut attempts: Vec<Attempt> = Vec::with_capacity(jobs.len());
-        for chunk in jobs.chunks(batch_size) {
-            out.windows += chunk.len();
-            out.batch_sizes.push(chunk.len());
-            let refs: Vec<&WindowJob> = chunk.iter().collect();
-            attempts.extend(decoder.decode(&refs)?);
+        let plans: Vec<(usize, PlannedWindow)> = long
+            .iter()
+            .enumerate()
+            .flat_map(|(k, (_, _, content))| {
+                plan_windows(*content, overlap_seconds)
+                    .into_iter()
+                    .map(move |w| (k, w))
+            })
+            .collect();
+        let mut per_rec: Vec<Vec<DecodedWindow>> = vec![Vec::new(); long.len()];
+        for (k, d) in self.decode_planned(long, &prompts, &plans, decoder, batch_size, out)? {
+            per_rec[k].push(d);
         }
-        let tb = self.model.config.special.timestamp_begin;
-        let mut per_rec: Vec<Vec<(f64, f64, Vec<WindowSegment>, Attempt)>> = vec![Vec::new(); long.len()];
-        for ((k, w), a) in owner.into_iter().zip(attempts) {
-            let start = w.start as f64 / FRAMES_PER_SECOND as f64;
-            let end = (w.start + w.len) as f64 / FRAMES_PER_SECOND as f64;
-            let mut segs = Vec::new();
-            if !is_silence(&a, opts) {
-                let split = split_by_timestamps(&a.tokens, tb, w.start, w.len);
-                let used: usize = split.segments.iter().map(|s| s.tokens.len()).sum();
-                let mut raws = split.segments;
-                // The unfinished text after the last timestamp pair is kept (the sequential
-                // mode would decode it again from the next seek; here the next window covers it).
-                if used < a.tokens.len() && used > 0 {
-                    let tail = a.tokens[used..].to_vec();
-                    let ts = tail[0].saturating_sub(tb) as f64 * TIME_PRECISION;
-                    raws.push(RawSegment { start: start + ts, end, tokens: tail });
-                }
-                for raw in raws {
-                    let text = self.model.tokenizer.decode(&raw.tokens)?;
-                    if text.trim().is_empty() {
-                        continue;
+        let mut repairs = Vec::new();
+        for (k, wins) in per_rec.iter().enumerate() {
+            for pair in wins.windows(2) {
+                let a_end = pair[0].segments.last().map_or(pair[0].start, |s| s.end);
+                // The first seconds of a window cut into speech are unreliable (Whisper skips
+                // the partial sentence yet still stamps its first segment near 0 s), so the
+                // earlier window must reach well into the overlap.
+                if a_end < pair[1].start + TRUSTED_AFTER_CUT_SECONDS {
+                    let start =
+                        ((a_end * FRAMES_PER_SECOND as f64).round() as usize).min(long[k].2);
+                    let len = WINDOW_FRAMES.min(long[k].2 - start);
+                    if len > 0 {
+                        repairs.push((k, PlannedWindow { start, len }));
                     }
-                    segs.push(WindowSegment { start: raw.start, end: raw.end.max(raw.start), text, tokens: raw.tokens });
                 }
             }
-            per_rec[k].push((start, end, segs, a));
+        }
+        for (k, d) in self.decode_planned(long, &prompts, &repairs, decoder, batch_size, out)? {
+            per_rec[k].push(d);
         }
         let mut res = Vec::new();
-        for (k, wins) in per_rec.into_iter().enumerate() {
-            let input: Vec<(f64, f64, Vec<WindowSegment>)> =
-                wins.iter().map(|(s, e, segs, _)| (*s, *e, segs.clone())).collect();
-            let merged = merge_windows(&input);
-            let mut segs = Vec::with_capacity(merged.len());
-            for m in merged {
-                let a = &wins[m.window].3;
+        for (k, mut wins) in per_rec.into_iter().enumerate() {
+            wins.sort_by(|a, b| a.start.total_cmp(&b.start));
+            let input: Vec<(f64, f64, Vec<WindowSegment>)> = wins
+                .iter()
+                .map(|w| (w.start, w.end, w.segments.clone()))
+                .collect();
+            let mut segs = Vec::new();
+            for m in merge_windows(&input) {
                 let tokens = match m.tokens {
                     Some(t) => t,
                     None => self.model.tokenizer.encode(&m.text)?,
                 };
-                let raw = RawSegment { start: m.start, end: m.end, tokens };
-                segs.push(segment(&raw, m.text, a));
+                let raw = RawSegment {
+                    start: m.start,
+                    end: m.end,
+                    tokens,
+                };
+                segs.push(segment(&raw, m.text, &wins[m.window].attempt));
             }
             res.push((long[k].0, segs));
         }
         Ok(res)
+    }
+
+    /// Decodes planned windows (recording index, window) in batches of `batch_size`.
+    fn decode_planned(
+        &self,
+        long: &[(usize, MelSpectrogram, usize)],
+        prompts: &[Vec<u32>],
+        plans: &[(usize, PlannedWindow)],
+        decoder: &WindowDecoder<'_>,
+        batch_size: usize,
+        out: &mut TranscribeOutput,
+    ) -> Result<Vec<(usize, DecodedWindow)>> {
+        let mut res = Vec::with_capacity(plans.len());
+        for chunk in plans.chunks(batch_size) {
+            let jobs: Vec<WindowJob> = chunk
+                .iter()
+                .map(|(k, w)| WindowJob {
+                    mel: window(&long[*k].1, w.start, w.len),
+                    prompt: prompts[*k].clone(),
+                    seed_key: w.start as u64,
+                })
+                .collect();
+            out.windows += jobs.len();
+            out.batch_sizes.push(jobs.len());
+            let refs: Vec<&WindowJob> = jobs.iter().collect();
+            for ((k, w), a) in chunk.iter().zip(decoder.decode(&refs)?) {
+                res.push((*k, self.window_segments(*w, a, decoder.opts)?));
+            }
+        }
+        Ok(res)
+    }
+
+    /// All segments of one fixed window, including the unfinished text after the last
+    /// timestamp pair (the sequential mode would decode it again from the next seek; here the
+    /// next window or a repair window covers it and the merge resolves the overlap).
+    fn window_segments(
+        &self,
+        w: PlannedWindow,
+        a: Attempt,
+        opts: &DecodeOptions,
+    ) -> Result<DecodedWindow> {
+        let tb = self.model.config.special.timestamp_begin;
+        let start = w.start as f64 / FRAMES_PER_SECOND as f64;
+        let end = (w.start + w.len) as f64 / FRAMES_PER_SECOND as f64;
+        let mut segments = Vec::new();
+        if !is_silence(&a, opts) {
+            let split = split_by_timestamps(&a.tokens, tb, w.start, w.len);
+            let used: usize = split.segments.iter().map(|s| s.tokens.len()).sum();
+            let mut raws = split.segments;
+            if used < a.tokens.len() && used > 0 {
+                let tail = a.tokens[used..].to_vec();
+                let ts = tail[0].saturating_sub(tb) as f64 * TIME_PRECISION;
+                raws.push(RawSegment {
+                    start: start + ts,
+                    end,
+                    tokens: tail,
+                });
+            }
+            for raw in raws {
+                let text = self.model.tokenizer.decode(&raw.tokens)?;
+                if text.trim().is_empty() {
+                    continue;
+                }
+                segments.push(WindowSegment {
+                    start: raw.start,
+                    end: raw.end.max(raw.start),
+                    text,
+                    tokens: raw.tokens,
+                });
+            }
+        }
+        Ok(DecodedWindow {
+            start,
+            end,
+            segments,
+            attempt: a,
+        })
     }
 
     /// Language per recording: the option, "en" for English-only models, or detected from the
@@ -315,19 +423,31 @@ impl<'m> WhisperTranscriber<'m> {
                 .map(|a| {
                     let mel = self.mel.compute(a, FEATURE_PADDING);
                     let size = WINDOW_FRAMES.min(mel.n_frames.saturating_sub(1));
-                    WindowJob { mel: window(&mel, 0, size), prompt: vec![cfg.special.sot], seed_key: 0 }
+                    WindowJob {
+                        mel: window(&mel, 0, size),
+                        prompt: vec![cfg.special.sot],
+                        seed_key: 0,
+                    }
                 })
                 .collect();
             out.batch_sizes.push(jobs.len());
             let refs: Vec<&WindowJob> = jobs.iter().collect();
             let enc = decoder.encode(&refs)?;
             let mut cache = self.model.new_cache(&enc)?;
-            let sot = candle_core::Tensor::from_vec(vec![cfg.special.sot; jobs.len()], (jobs.len(), 1), self.model.device())
-                .map_err(ce)?;
+            let sot = candle_core::Tensor::from_vec(
+                vec![cfg.special.sot; jobs.len()],
+                (jobs.len(), 1),
+                self.model.device(),
+            )
+            .map_err(ce)?;
             let logits = self.model.decode_last(&sot, &mut cache)?;
             let logits: Vec<f32> = logits.flatten_all().and_then(|l| l.to_vec1()).map_err(ce)?;
             for row in logits.chunks(cfg.n_vocab) {
-                let scores: Vec<f32> = cfg.lang_ids.iter().map(|(_, id)| row[*id as usize]).collect();
+                let scores: Vec<f32> = cfg
+                    .lang_ids
+                    .iter()
+                    .map(|(_, id)| row[*id as usize])
+                    .collect();
                 res.push(Ok(cfg.lang_ids[argmax(&scores)].0.clone()));
             }
         }
@@ -380,11 +500,23 @@ impl<'m> WhisperTranscriber<'m> {
             return Vec::new();
         }
         let sp = &self.model.config.special;
-        let mut ids: Vec<u32> = opts.suppress_tokens.iter().filter(|&&t| t >= 0).map(|&t| t as u32).collect();
+        let mut ids: Vec<u32> = opts
+            .suppress_tokens
+            .iter()
+            .filter(|&&t| t >= 0)
+            .map(|&t| t as u32)
+            .collect();
         if opts.suppress_tokens.contains(&-1) {
             ids.extend_from_slice(&self.non_speech);
         }
-        ids.extend([sp.transcribe, sp.translate, sp.sot, sp.sot_prev, sp.sot_lm, sp.no_speech]);
+        ids.extend([
+            sp.transcribe,
+            sp.translate,
+            sp.sot,
+            sp.sot_prev,
+            sp.sot_lm,
+            sp.no_speech,
+        ]);
         ids.sort_unstable();
         ids.dedup();
         ids
@@ -399,7 +531,9 @@ fn decoder_batch(n: usize) -> usize {
 /// (faster-whisper slices the content, then `pad_or_trim`s it).
 fn window(mel: &MelSpectrogram, start: usize, size: usize) -> Vec<f32> {
     let mut out = vec![0.0f32; mel.n_mels * WINDOW_FRAMES];
-    let size = size.min(WINDOW_FRAMES).min(mel.n_frames.saturating_sub(start));
+    let size = size
+        .min(WINDOW_FRAMES)
+        .min(mel.n_frames.saturating_sub(start));
     for m in 0..mel.n_mels {
         let src = &mel.data[m * mel.n_frames + start..m * mel.n_frames + start + size];
         out[m * WINDOW_FRAMES..m * WINDOW_FRAMES + size].copy_from_slice(src);
@@ -417,7 +551,12 @@ fn segment(raw: &RawSegment, text: String, a: &Attempt) -> Segment {
     s
 }
 
-fn transcript(i: usize, language: &Result<String>, duration: f64, segments: Vec<Segment>) -> Transcript {
+fn transcript(
+    i: usize,
+    language: &Result<String>,
+    duration: f64,
+    segments: Vec<Segment>,
+) -> Transcript {
     let text: String = segments.iter().map(|s| s.text.as_str()).collect();
     Transcript {
         id: i.to_string(),
@@ -432,7 +571,10 @@ fn transcript(i: usize, language: &Result<String>, duration: f64, segments: Vec<
 /// faster-whisper's `Tokenizer.non_speech_tokens`: symbols that are not speech (brackets,
 /// music notes, speaker-tag punctuation), keeping basic punctuation.
 pub(crate) fn non_speech_tokens(tok: &WhisperTokenizer) -> Result<Vec<u32>> {
-    let mut symbols: Vec<String> = "\"#()*+/:;<=>@[\\]^_`{|}~「」『』".chars().map(String::from).collect();
+    let mut symbols: Vec<String> = "\"#()*+/:;<=>@[\\]^_`{|}~「」『』"
+        .chars()
+        .map(String::from)
+        .collect();
     symbols.extend(
         "<< >> <<< >>> -- --- -( -[ (' (\" (( )) ((( ))) [[ ]] {{ }} ♪♪ ♪♪♪"
             .split_whitespace()
@@ -445,7 +587,11 @@ pub(crate) fn non_speech_tokens(tok: &WhisperTokenizer) -> Result<Vec<u32>> {
             out.push(t);
         }
     }
-    for (sym, is_misc) in symbols.iter().map(|s| (s, false)).chain(misc.iter().map(|s| (s, true))) {
+    for (sym, is_misc) in symbols
+        .iter()
+        .map(|s| (s, false))
+        .chain(misc.iter().map(|s| (s, true)))
+    {
         for text in [sym.clone(), format!(" {sym}")] {
             let ids = tok.encode(&text)?;
             if ids.len() == 1 || (is_misc && !ids.is_empty()) {

@@ -38,7 +38,10 @@ impl CachedDecoder<'_> {
         let len = tokens.len() / rows.max(1);
         let t = Tensor::from_slice(tokens, (rows, len), self.model.device()).map_err(ce)?;
         let logits = self.model.decode_last(&t, &mut self.cache)?;
-        logits.flatten_all().and_then(|l| l.to_vec1::<f32>()).map_err(ce)
+        logits
+            .flatten_all()
+            .and_then(|l| l.to_vec1::<f32>())
+            .map_err(ce)
     }
 }
 
@@ -104,10 +107,18 @@ impl WindowDecoder<'_> {
                 out[r] = Some(a);
             }
         }
-        Ok(out.into_iter().map(|a| a.expect("every job is in a group")).collect())
+        Ok(out
+            .into_iter()
+            .map(|a| a.expect("every job is in a group"))
+            .collect())
     }
 
-    fn decode_group(&self, jobs: &[&WindowJob], enc: &Tensor, rows: &[usize]) -> Result<Vec<Attempt>> {
+    fn decode_group(
+        &self,
+        jobs: &[&WindowJob],
+        enc: &Tensor,
+        rows: &[usize],
+    ) -> Result<Vec<Attempt>> {
         let mut attempts: Vec<Vec<Attempt>> = vec![Vec::new(); rows.len()];
         let mut settled: Vec<Option<Attempt>> = vec![None; rows.len()];
         let mut pending: Vec<usize> = (0..rows.len()).collect();
@@ -178,7 +189,9 @@ impl WindowDecoder<'_> {
         };
         let v = cfg.n_vocab;
         let flat = |range: std::ops::Range<usize>| -> Vec<u32> {
-            jobs.iter().flat_map(|j| j.prompt[range.clone()].iter().copied()).collect()
+            jobs.iter()
+                .flat_map(|j| j.prompt[range.clone()].iter().copied())
+                .collect()
         };
         let (no_speech, first) = if sot_at + 1 == prompt_len {
             let logits = dec.feed(&flat(0..prompt_len), rows)?;
@@ -198,7 +211,9 @@ impl WindowDecoder<'_> {
         };
         let hyps = if temperature > 0.0 {
             let n = self.opts.best_of;
-            let expand: Vec<u32> = (0..rows as u32).flat_map(|r| std::iter::repeat_n(r, n)).collect();
+            let expand: Vec<u32> = (0..rows as u32)
+                .flat_map(|r| std::iter::repeat_n(r, n))
+                .collect();
             dec.select_rows(&expand)?;
             let first: Vec<f32> = expand
                 .iter()
@@ -230,7 +245,14 @@ impl WindowDecoder<'_> {
                 })
                 .collect()
         } else if self.opts.beam_size > 1 {
-            beam_search(&mut dec, first, rows, self.opts.beam_size, self.opts.patience, &params)?
+            beam_search(
+                &mut dec,
+                first,
+                rows,
+                self.opts.beam_size,
+                self.opts.patience,
+                &params,
+            )?
         } else {
             greedy_search(&mut dec, first, rows, &params, Sampler::Argmax)?
         };
@@ -264,7 +286,10 @@ fn sot_index(prompt: &[u32], sot: u32) -> usize {
 }
 
 fn no_speech_probs(logits: &[f32], v: usize, no_speech: u32) -> Vec<f32> {
-    logits.chunks(v).map(|row| softmax_prob(row, no_speech)).collect()
+    logits
+        .chunks(v)
+        .map(|row| softmax_prob(row, no_speech))
+        .collect()
 }
 
 /// Rows `idx` of `t` along dim 0 (no copy when all rows are kept in order).

@@ -1,0 +1,84 @@
+//! Shared helpers of the Whisper integration tests.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+use candle_core::Device;
+use dicta_models::whisper::Whisper;
+
+pub const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data");
+pub const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/whisper");
+
+/// The test model: $DICTA_TEST_MODEL_DIR (which must then hold a model: scripts/test.sh sets it,
+/// and a missing model there is a failure) or the development copy at /work/models/tiny.en-ct2;
+/// `None` (with a note) when neither is set up, so machines without the weights skip these tests.
+pub fn load_model() -> Option<Whisper> {
+    let has_model =
+        |dir: &PathBuf| dir.join("model.bin").is_file() || dir.join("model.safetensors").is_file();
+    let dir = match std::env::var_os("DICTA_TEST_MODEL_DIR").map(PathBuf::from) {
+        Some(dir) => {
+            assert!(
+                has_model(&dir),
+                "DICTA_TEST_MODEL_DIR={} holds no Whisper model",
+                dir.display()
+            );
+            dir
+        }
+        None => PathBuf::from("/work/models/tiny.en-ct2"),
+    };
+    if !has_model(&dir) {
+        eprintln!(
+            "note: no Whisper model at {} (set DICTA_TEST_MODEL_DIR); skipping",
+            dir.display()
+        );
+        return None;
+    }
+    Some(Whisper::load(&dir, &Device::Cpu).expect("load model"))
+}
+
+pub fn load_wav(rel: &str) -> Vec<f32> {
+    dicta_audio::decode::load_path(&PathBuf::from(DATA).join(rel)).expect("decode wav")
+}
+
+/// Lower-case alphanumeric words (apostrophes kept) for WER.
+pub fn words(s: &str) -> Vec<String> {
+    s.split_whitespace()
+        .map(|w| {
+            w.chars()
+                .filter(|c| c.is_alphanumeric() || *c == '\'')
+                .flat_map(|c| c.to_lowercase())
+                .collect::<String>()
+        })
+        .filter(|w| !w.is_empty())
+        .collect()
+}
+
+/// (substitutions, deletions, insertions) of `hyp` against `reference`.
+pub fn edit_ops(reference: &[String], hyp: &[String]) -> (usize, usize, usize) {
+    let (n, m) = (reference.len(), hyp.len());
+    // d[i][j] = (cost, sub, del, ins)
+    let mut d = vec![vec![(0usize, 0usize, 0usize, 0usize); m + 1]; n + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = (i, 0, i, 0);
+    }
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = (j, 0, 0, j);
+    }
+    for i in 1..=n {
+        for j in 1..=m {
+            let s = d[i - 1][j - 1];
+            let sub = if reference[i - 1] == hyp[j - 1] {
+                s
+            } else {
+                (s.0 + 1, s.1 + 1, s.2, s.3)
+            };
+            let de = d[i - 1][j];
+            let del = (de.0 + 1, de.1, de.2 + 1, de.3);
+            let ie = d[i][j - 1];
+            let ins = (ie.0 + 1, ie.1, ie.2, ie.3 + 1);
+            d[i][j] = [sub, del, ins].into_iter().min_by_key(|x| x.0).unwrap();
+        }
+    }
+    let r = d[n][m];
+    (r.1, r.2, r.3)
+}
