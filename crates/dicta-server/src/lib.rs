@@ -1,1 +1,209 @@
-//! The Dicta server (HTTP batch, OpenAI-compatible API, WebSocket streaming). Not built yet.
+//! The Dicta server: one resident model behind an HTTP API (axum + tokio).
+//!
+//! Requests from many clients are coalesced into shared backend calls: the batcher thread
+//! takes the first queued request, waits up to `batch_wait_ms` for more (up to `max_group`
+//! requests and `max_group_inputs` inputs) and calls [`Backend::transcribe`] once for all of
+//! them; results go back to each request by position, so request ids stay independent of the
+//! callers' input ids.
+//!
+//! Routes (all but `/health` need `Authorization: Bearer <api_key>` when a key is set):
+//!
+//! | route | what |
+//! | --- | --- |
+//! | `GET /health` | liveness |
+//! | `GET /readyz` | 200 once the backend warmed up, 503 before |
+//! | `GET /metrics` | Prometheus (OpenMetrics text) |
+//! | `GET /v1/models` | the resident model, OpenAI list shape |
+//! | `POST /v1/audio/transcriptions` | OpenAI-compatible multipart form |
+//! | `POST /v1/audio/translations` | the same, translating to English (multilingual models) |
+//! | `POST /transcribe` | JSON batch `{"inputs":[{"id","audio_base64"}],"parameters":{..}}` |
+//! | `POST /v1/transcriptions/raw?encoding=i16_le\|f32_le&sample_rate=16000` | raw PCM body |
+//!
+//! Every error answers `{"error": {"type", "message"}}` with the status from
+//! [`error::status_for`]: 400 invalid input or undecodable audio, 401 bad API key, 413 any
+//! limit (`max_body_mib`, `max_inputs`, `max_audio_seconds`, `max_decoded_bytes`), 503 queue
+//! full, 504 `request_timeout_s` exceeded, 500 internal. A request whose client disconnects
+//! (or times out) is dropped before its backend call if it has not started.
+//!
+//! Usage (the `dicta` binary does this):
+//!
+//! ```no_run
+//! # async fn example(backend: std::sync::Arc<dyn dicta_server::Backend>) -> dicta_core::Result<()> {
+//! let bound = dicta_server::bind(dicta_server::ServerConfig { port: 0, ..Default::default() }).await?;
+//! println!("listening on {}", bound.local_addr());
+//! bound.run(backend, dicta_server::shutdown_signal()).await
+//! # }
+//! ```
+
+mod audio;
+pub mod backend;
+mod coalesce;
+pub mod config;
+pub mod error;
+mod format;
+mod languages;
+mod metrics;
+mod pipeline;
+mod routes;
+mod worker;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicBool;
+use std::sync::{mpsc, Arc, Mutex};
+
+use dicta_core::{Error, ErrorKind, Result};
+use tokio::sync::oneshot;
+
+pub use backend::{Backend, BackendInput, BackendOutput, RequestOptions, Task};
+pub use config::ServerConfig;
+pub use error::ApiError;
+
+use coalesce::GroupLimits;
+use metrics::Metrics;
+use pipeline::Pipeline;
+use routes::AppState;
+use worker::WorkerSetup;
+
+/// A bound listener, not yet serving. Lets the caller learn the port before serving (port 0).
+pub struct Bound {
+    listener: tokio::net::TcpListener,
+    addr: SocketAddr,
+    cfg: ServerConfig,
+}
+
+/// Validates `cfg` and binds `host:port`.
+pub async fn bind(cfg: ServerConfig) -> Result<Bound> {
+    cfg.validate()?;
+    let listener = tokio::net::TcpListener::bind((cfg.host.as_str(), cfg.port))
+        .await
+        .map_err(|e| {
+            Error::new(
+                ErrorKind::Io,
+                format!("cannot bind {}:{}: {e}", cfg.host, cfg.port),
+            )
+        })?;
+    let addr = listener.local_addr()?;
+    Ok(Bound {
+        listener,
+        addr,
+        cfg,
+    })
+}
+
+impl Bound {
+    /// The address actually bound (the real port when `port` was 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Warms the backend up on the batcher thread and serves until `shutdown` completes; then
+    /// stops accepting connections, finishes in-flight requests, drains the batcher and
+    /// returns. A failed warm-up stops the server and returns its error.
+    pub async fn run(
+        self,
+        backend: Arc<dyn Backend>,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<()> {
+        let cfg = Arc::new(self.cfg);
+        let metrics = Arc::new(Metrics::new());
+        let ready = Arc::new(AtomicBool::new(false));
+        let (queue_tx, queue_rx) = mpsc::sync_channel(cfg.max_queue);
+        let (warmed_tx, warmed_rx) = oneshot::channel();
+        let worker = worker::spawn(
+            WorkerSetup {
+                backend: backend.clone(),
+                limits: GroupLimits {
+                    max_requests: cfg.max_group,
+                    max_inputs: cfg.max_group_inputs,
+                },
+                wait: cfg.batch_wait(),
+                metrics: metrics.clone(),
+                ready: ready.clone(),
+            },
+            queue_rx,
+            warmed_tx,
+        )?;
+        let state = Arc::new(AppState {
+            pipeline: Pipeline::new(
+                cfg.clone(),
+                queue_tx,
+                backend.supports_translation(),
+                metrics.clone(),
+            ),
+            cfg: cfg.clone(),
+            metrics,
+            ready,
+            model: backend.model_name(),
+        });
+        let app = routes::router(state);
+        tracing::info!(addr = %self.addr, model = %backend.model_name(), "serving");
+
+        let warm_error = Arc::new(Mutex::new(None));
+        let stop = {
+            let warm_error = warm_error.clone();
+            async move {
+                let warm_failed = async {
+                    match warmed_rx.await {
+                        Ok(Err(e)) => e,
+                        // Warmed up (or the batcher is gone, which the requests will report):
+                        // keep serving until asked to stop.
+                        _ => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    () = shutdown => tracing::info!("shutdown requested; finishing in-flight requests"),
+                    e = warm_failed => *warm_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e),
+                }
+            }
+        };
+        let served = axum::serve(self.listener, app)
+            .with_graceful_shutdown(stop)
+            .await;
+        // Every connection is closed, so the router and its queue sender are gone: the
+        // batcher drains what is left and exits.
+        let joined = tokio::task::spawn_blocking(move || worker.join()).await;
+        served.map_err(|e| Error::new(ErrorKind::Io, format!("server error: {e}")))?;
+        if joined.map_or(true, |j| j.is_err()) {
+            return Err(Error::internal("the batcher thread panicked"));
+        }
+        if let Some(e) = warm_error.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            return Err(e.context("backend warm-up failed"));
+        }
+        tracing::info!("server stopped");
+        Ok(())
+    }
+}
+
+/// Binds and serves until `shutdown` completes (see [`Bound::run`]).
+pub async fn serve(
+    cfg: ServerConfig,
+    backend: Arc<dyn Backend>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<()> {
+    bind(cfg).await?.run(backend, shutdown).await
+}
+
+/// Completes on SIGINT (Ctrl-C) or, on Unix, SIGTERM: the usual `shutdown` for [`serve`].
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+}

@@ -1,0 +1,89 @@
+//! The seam between the server and an inference engine.
+//!
+//! The server never links a tensor library: the `dicta` binary implements [`Backend`] over
+//! `dicta_engine` and hands it to [`crate::serve`].
+
+use dicta_core::{Stats, Transcript};
+
+/// What the caller asked the model to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Task {
+    /// Transcribe in the spoken language.
+    #[default]
+    Transcribe,
+    /// Translate into English (multilingual Whisper models only).
+    Translate,
+}
+
+impl Task {
+    /// `"transcribe"` or `"translate"`, as in OpenAI's `verbose_json`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Task::Transcribe => "transcribe",
+            Task::Translate => "translate",
+        }
+    }
+}
+
+/// Per-request decoding options, shared by every input of a request.
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RequestOptions {
+    /// Language code (e.g. `"en"`); `None` lets a multilingual model detect it.
+    pub language: Option<String>,
+    /// Text that conditions the decoder (Whisper's initial prompt).
+    pub prompt: Option<String>,
+    /// Sampling temperature in [0, 1]; `None` uses the backend's default schedule.
+    pub temperature: Option<f32>,
+    /// Whether word timings are wanted.
+    pub word_timestamps: bool,
+    /// Transcribe or translate.
+    pub task: Task,
+}
+
+/// One recording handed to the backend.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BackendInput {
+    /// The caller's id for this input. Not unique across a group: several requests may reuse
+    /// the same id; the server matches results to requests by position, never by id.
+    pub id: String,
+    /// Mono samples at 16 kHz (already decoded and resampled by the server).
+    pub samples: Vec<f32>,
+    /// The options of the request this input belongs to.
+    pub options: RequestOptions,
+}
+
+/// The answer to one [`Backend::transcribe`] call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BackendOutput {
+    /// One result per input, in input order. A failed input does not fail its neighbours.
+    pub results: Vec<dicta_core::Result<Transcript>>,
+    /// Statistics of the whole call (shared by every request in the group).
+    pub stats: Stats,
+}
+
+/// What the server needs from an engine.
+pub trait Backend: Send + Sync + 'static {
+    /// Transcribes a group of inputs in ONE engine call; results in input order.
+    ///
+    /// Called from the server's dedicated batcher thread, never from the async runtime, so it
+    /// may block for as long as the model needs. A panic is caught and reported as an internal
+    /// error to every request of the group; the batcher lives on.
+    fn transcribe(&self, inputs: Vec<BackendInput>) -> BackendOutput;
+
+    /// The model name reported to clients (OpenAI's `model` field is accepted but not used
+    /// to pick a model: one model is resident).
+    fn model_name(&self) -> String;
+
+    /// Runs the model once so that the first real request does not pay for lazy
+    /// initialisation. `/readyz` answers 200 only after this succeeded; a failure stops the
+    /// server with the error.
+    fn warm_up(&self) -> dicta_core::Result<()>;
+
+    /// Whether [`Task::Translate`] is supported (multilingual Whisper models). When false,
+    /// `/v1/audio/translations` and `task: "translate"` answer 400 without calling the backend.
+    fn supports_translation(&self) -> bool {
+        false
+    }
+}

@@ -1,0 +1,145 @@
+//! Server configuration: a plain struct, filled from CLI flags / env by the `dicta` binary.
+
+use std::time::Duration;
+
+use dicta_core::{Error, Result};
+
+/// Everything the server needs to know besides the backend. `Default` gives the documented
+/// defaults (the same as the `dicta serve` flags).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerConfig {
+    /// Address to bind (default `127.0.0.1`: loopback only).
+    pub host: String,
+    /// Port to bind; `0` picks a free port (see [`crate::Bound::local_addr`]).
+    pub port: u16,
+    /// When set, every route except `/health` requires `Authorization: Bearer <api_key>`.
+    pub api_key: Option<String>,
+    /// How long the batcher waits after taking a request for more to share a backend call.
+    pub batch_wait_ms: u64,
+    /// Most requests admitted and not yet taken by the batcher (decoding or queued); more → 503.
+    pub max_queue: usize,
+    /// Most requests coalesced into one backend call.
+    pub max_group: usize,
+    /// Most inputs (recordings) in one backend call, over all the requests of a group. A single
+    /// request larger than this still runs, alone.
+    pub max_group_inputs: usize,
+    /// Largest request body in MiB; larger → 413.
+    pub max_body_mib: u64,
+    /// Most inputs in one `/transcribe` request; more → 413.
+    pub max_inputs: usize,
+    /// Most audio seconds in one request (all inputs together); more → 413.
+    pub max_audio_seconds: f64,
+    /// Most bytes of decoded audio (16 kHz mono f32) in one request; more → 413.
+    pub max_decoded_bytes: u64,
+    /// Longest a request may take from the start of its handler to its answer; longer → 504.
+    pub request_timeout_s: f64,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            host: "127.0.0.1".to_string(),
+            port: 8000,
+            api_key: None,
+            batch_wait_ms: 20,
+            max_queue: 32,
+            max_group: 8,
+            max_group_inputs: 64,
+            max_body_mib: 64,
+            max_inputs: 16,
+            max_audio_seconds: 3600.0,
+            max_decoded_bytes: 256 << 20,
+            request_timeout_s: 600.0,
+        }
+    }
+}
+
+impl ServerConfig {
+    /// Checks that every limit is usable; the message names the setting and the value.
+    pub fn validate(&self) -> Result<()> {
+        let positive = [
+            ("max_queue", self.max_queue as f64),
+            ("max_group", self.max_group as f64),
+            ("max_group_inputs", self.max_group_inputs as f64),
+            ("max_body_mib", self.max_body_mib as f64),
+            ("max_inputs", self.max_inputs as f64),
+            ("max_audio_seconds", self.max_audio_seconds),
+            ("max_decoded_bytes", self.max_decoded_bytes as f64),
+            ("request_timeout_s", self.request_timeout_s),
+        ];
+        for (name, value) in positive {
+            // NaN fails `is_finite`.
+            if !value.is_finite() || value <= 0.0 {
+                return Err(Error::invalid_input(format!(
+                    "{name} must be a positive number, got {value}"
+                )));
+            }
+        }
+        if self.max_body_mib > (1 << 20) {
+            return Err(Error::invalid_input(format!(
+                "max_body_mib must be at most 1048576, got {}",
+                self.max_body_mib
+            )));
+        }
+        if self.api_key.as_deref() == Some("") {
+            return Err(Error::invalid_input(
+                "api_key must not be empty (omit it to disable authentication)",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The body limit in bytes.
+    pub fn max_body_bytes(&self) -> usize {
+        (self.max_body_mib as usize) << 20
+    }
+
+    /// The batcher's wait as a duration.
+    pub fn batch_wait(&self) -> Duration {
+        Duration::from_millis(self.batch_wait_ms)
+    }
+
+    /// The per-request timeout as a duration.
+    pub fn request_timeout(&self) -> Duration {
+        Duration::from_secs_f64(self.request_timeout_s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_match_the_documented_flags() {
+        let c = ServerConfig::default();
+        c.validate().unwrap();
+        assert_eq!(c.host, "127.0.0.1");
+        assert_eq!((c.batch_wait_ms, c.max_queue, c.max_group), (20, 32, 8));
+        assert_eq!((c.max_inputs, c.max_body_mib), (16, 64));
+        assert_eq!(c.max_decoded_bytes, 256 * 1024 * 1024);
+        assert_eq!(c.max_body_bytes(), 64 * 1024 * 1024);
+    }
+
+    #[test]
+    fn zero_or_nan_limits_are_refused_by_name() {
+        let c = ServerConfig {
+            max_group: 0,
+            ..Default::default()
+        };
+        assert!(c.validate().unwrap_err().message.contains("max_group"));
+        let c = ServerConfig {
+            request_timeout_s: f64::NAN,
+            ..Default::default()
+        };
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .message
+            .contains("request_timeout_s"));
+        let c = ServerConfig {
+            api_key: Some(String::new()),
+            ..Default::default()
+        };
+        assert!(c.validate().is_err());
+    }
+}

@@ -1,0 +1,124 @@
+//! The one table from [`ErrorKind`] to HTTP status, and the JSON error body.
+//!
+//! Every error the server answers has the body `{"error": {"type": ..., "message": ...}}`
+//! (the shape OpenAI's SDKs parse). `type` is the stable [`ErrorKind`] name, or one of the
+//! transport-only types `unauthorized`, `not_found` and `method_not_allowed`.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use dicta_core::{Error, ErrorKind};
+
+/// HTTP status for each error kind. This is the only place that mapping lives.
+///
+/// Every [`ErrorKind::LimitExceeded`] is 413 — including too many inputs in one request
+/// (`max_inputs`), which is a request too large rather than a malformed one — so the table
+/// stays a pure function of the kind.
+pub fn status_for(kind: ErrorKind) -> StatusCode {
+    match kind {
+        ErrorKind::InvalidInput
+        | ErrorKind::EmptyInput
+        | ErrorKind::UnsupportedFormat
+        | ErrorKind::CorruptInput => StatusCode::BAD_REQUEST,
+        ErrorKind::LimitExceeded => StatusCode::PAYLOAD_TOO_LARGE,
+        ErrorKind::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorKind::Timeout => StatusCode::GATEWAY_TIMEOUT,
+        ErrorKind::ModelLoad | ErrorKind::Fetch | ErrorKind::Io | ErrorKind::Internal => {
+            StatusCode::INTERNAL_SERVER_ERROR
+        }
+    }
+}
+
+/// An error on its way to the client: status, stable type name and message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    /// HTTP status.
+    pub status: StatusCode,
+    /// Stable type name (`ErrorKind::as_str`, or a transport-only type).
+    pub kind: &'static str,
+    /// Human-readable message naming the limit/value/input involved.
+    pub message: String,
+}
+
+impl ApiError {
+    /// 401: missing or wrong API key. The message never echoes the key given.
+    pub fn unauthorized() -> Self {
+        Self {
+            status: StatusCode::UNAUTHORIZED,
+            kind: "unauthorized",
+            message: "missing or invalid API key: send `Authorization: Bearer <key>`".into(),
+        }
+    }
+
+    /// 404 for an unknown route.
+    pub fn not_found(path: &str) -> Self {
+        Self {
+            status: StatusCode::NOT_FOUND,
+            kind: "not_found",
+            message: format!("no route for {path}"),
+        }
+    }
+
+    /// 405 for a known route with the wrong method.
+    pub fn method_not_allowed(method: &str, path: &str) -> Self {
+        Self {
+            status: StatusCode::METHOD_NOT_ALLOWED,
+            kind: "method_not_allowed",
+            message: format!("{method} is not allowed on {path}"),
+        }
+    }
+}
+
+impl From<Error> for ApiError {
+    fn from(e: Error) -> Self {
+        Self {
+            status: status_for(e.kind),
+            kind: e.kind.as_str(),
+            message: e.message,
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if self.status.is_server_error() {
+            tracing::warn!(status = self.status.as_u16(), kind = self.kind, message = %self.message, "request failed");
+        } else {
+            tracing::info!(status = self.status.as_u16(), kind = self.kind, message = %self.message, "request refused");
+        }
+        let body = serde_json::json!({"error": {"type": self.kind, "message": self.message}});
+        (self.status, Json(body)).into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_covers_the_documented_statuses() {
+        assert_eq!(status_for(ErrorKind::CorruptInput), StatusCode::BAD_REQUEST);
+        assert_eq!(status_for(ErrorKind::EmptyInput), StatusCode::BAD_REQUEST);
+        assert_eq!(
+            status_for(ErrorKind::LimitExceeded),
+            StatusCode::PAYLOAD_TOO_LARGE
+        );
+        assert_eq!(
+            status_for(ErrorKind::Overloaded),
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+        assert_eq!(status_for(ErrorKind::Timeout), StatusCode::GATEWAY_TIMEOUT);
+        assert_eq!(
+            status_for(ErrorKind::ModelLoad),
+            StatusCode::INTERNAL_SERVER_ERROR
+        );
+    }
+
+    #[test]
+    fn conversion_keeps_kind_name_and_message() {
+        let e: ApiError = Error::limit("max_inputs", 16, "17 inputs").into();
+        assert_eq!(e.status, StatusCode::PAYLOAD_TOO_LARGE);
+        assert_eq!(e.kind, "limit_exceeded");
+        assert!(e.message.contains("max_inputs") && e.message.contains("17"));
+    }
+}

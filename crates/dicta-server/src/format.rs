@@ -1,0 +1,281 @@
+//! OpenAI response formats: `json`, `text`, `srt`, `vtt`, `verbose_json`.
+
+use std::fmt::Write as _;
+use std::str::FromStr;
+
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use dicta_core::{Error, Result, Segment, Transcript};
+use serde_json::{json, Value};
+
+use crate::backend::Task;
+use crate::languages::language_name;
+
+/// The `response_format` form field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum ResponseFormat {
+    /// `{"text": ...}`.
+    #[default]
+    Json,
+    /// The text alone.
+    Text,
+    /// SubRip subtitles.
+    Srt,
+    /// WebVTT subtitles.
+    Vtt,
+    /// Task, language, duration, text, segments and (when asked) words.
+    VerboseJson,
+}
+
+impl FromStr for ResponseFormat {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        Ok(match s {
+            "json" => Self::Json,
+            "text" => Self::Text,
+            "srt" => Self::Srt,
+            "vtt" => Self::Vtt,
+            "verbose_json" => Self::VerboseJson,
+            other => {
+                return Err(Error::invalid_input(format!(
+                "response_format must be one of json, text, srt, vtt, verbose_json; got {other:?}"
+            )))
+            }
+        })
+    }
+}
+
+/// Which timestamp granularities `verbose_json` includes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Granularity {
+    /// Include `segments`.
+    pub segment: bool,
+    /// Include `words`.
+    pub word: bool,
+}
+
+impl Default for Granularity {
+    /// OpenAI's default: segments only.
+    fn default() -> Self {
+        Self {
+            segment: true,
+            word: false,
+        }
+    }
+}
+
+/// Renders a transcript in the requested format.
+pub(crate) fn render(
+    format: ResponseFormat,
+    t: &Transcript,
+    task: Task,
+    granularity: Granularity,
+) -> Response {
+    match format {
+        ResponseFormat::Json => Json(json!({ "text": t.text.trim() })).into_response(),
+        ResponseFormat::Text => plain(format!("{}\n", t.text.trim()), "text/plain; charset=utf-8"),
+        ResponseFormat::Srt => plain(srt(&segments_or_whole(t)), "text/plain; charset=utf-8"),
+        ResponseFormat::Vtt => plain(vtt(&segments_or_whole(t)), "text/vtt; charset=utf-8"),
+        ResponseFormat::VerboseJson => Json(verbose_json(t, task, granularity)).into_response(),
+    }
+}
+
+fn plain(body: String, content_type: &'static str) -> Response {
+    ([(header::CONTENT_TYPE, content_type)], body).into_response()
+}
+
+/// The transcript's segments, or one segment spanning the whole audio when the backend gave
+/// none but there is text (so subtitles are never silently empty).
+fn segments_or_whole(t: &Transcript) -> Vec<Segment> {
+    if t.segments.is_empty() && !t.text.trim().is_empty() {
+        vec![Segment::new(0.0, t.duration, t.text.clone())]
+    } else {
+        t.segments.clone()
+    }
+}
+
+/// OpenAI's `verbose_json`. `seek` is the segment start in 10 ms frames (Whisper's unit; the
+/// backend does not report window offsets). Fields a CTC model lacks are reported as 0.
+pub(crate) fn verbose_json(t: &Transcript, task: Task, g: Granularity) -> Value {
+    let mut v = json!({
+        "task": task.as_str(),
+        "language": t.language.as_deref().map(language_name).unwrap_or("unknown"),
+        "duration": t.duration,
+        "text": t.text.trim(),
+    });
+    if g.segment {
+        let segments: Vec<Value> = segments_or_whole(t)
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                json!({
+                    "id": i,
+                    "seek": (s.start * 100.0).round() as i64,
+                    "start": s.start,
+                    "end": s.end,
+                    "text": s.text,
+                    "tokens": s.tokens,
+                    "temperature": s.temperature.unwrap_or(0.0),
+                    "avg_logprob": s.avg_logprob.unwrap_or(0.0),
+                    "compression_ratio": s.compression_ratio.unwrap_or(0.0),
+                    "no_speech_prob": s.no_speech_prob.unwrap_or(0.0),
+                })
+            })
+            .collect();
+        v["segments"] = Value::Array(segments);
+    }
+    if g.word {
+        let words: Vec<Value> = t
+            .segments
+            .iter()
+            .flat_map(|s| &s.words)
+            .map(|w| json!({ "word": w.word.trim(), "start": w.start, "end": w.end }))
+            .collect();
+        v["words"] = Value::Array(words);
+    }
+    v
+}
+
+/// `HH:MM:SS{sep}mmm`, rounding to the millisecond.
+fn timestamp(seconds: f64, sep: char) -> String {
+    let ms = (seconds.max(0.0) * 1000.0).round() as u64;
+    format!(
+        "{:02}:{:02}:{:02}{sep}{:03}",
+        ms / 3_600_000,
+        ms / 60_000 % 60,
+        ms / 1000 % 60,
+        ms % 1000
+    )
+}
+
+/// SubRip: numbered cues from 1, `,` before milliseconds, blank line after each cue.
+pub(crate) fn srt(segments: &[Segment]) -> String {
+    let mut out = String::new();
+    for (i, s) in segments.iter().enumerate() {
+        let _ = write!(
+            out,
+            "{}\n{} --> {}\n{}\n\n",
+            i + 1,
+            timestamp(s.start, ','),
+            timestamp(s.end, ','),
+            s.text.trim()
+        );
+    }
+    out
+}
+
+/// WebVTT: `WEBVTT` header, `.` before milliseconds.
+pub(crate) fn vtt(segments: &[Segment]) -> String {
+    let mut out = String::from("WEBVTT\n\n");
+    for s in segments {
+        let _ = write!(
+            out,
+            "{} --> {}\n{}\n\n",
+            timestamp(s.start, '.'),
+            timestamp(s.end, '.'),
+            s.text.trim()
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dicta_core::Word;
+
+    fn transcript() -> Transcript {
+        let mut s1 = Segment::new(0.0, 2.5, " Hello there.");
+        s1.words = vec![
+            Word {
+                word: " Hello".into(),
+                start: 0.0,
+                end: 0.9,
+                probability: Some(0.9),
+            },
+            Word {
+                word: " there.".into(),
+                start: 1.0,
+                end: 2.5,
+                probability: None,
+            },
+        ];
+        s1.avg_logprob = Some(-0.25);
+        s1.tokens = vec![50364, 2425];
+        let s2 = Segment::new(3661.0015, 3662.5, " Bye.");
+        Transcript {
+            id: "a".into(),
+            audio: "a.wav".into(),
+            text: " Hello there. Bye.".into(),
+            language: Some("en".into()),
+            duration: 3663.0,
+            segments: vec![s1, s2],
+        }
+    }
+
+    #[test]
+    fn srt_and_vtt_follow_their_specs() {
+        let t = transcript();
+        assert_eq!(
+            srt(&t.segments),
+            "1\n00:00:00,000 --> 00:00:02,500\nHello there.\n\n\
+             2\n01:01:01,002 --> 01:01:02,500\nBye.\n\n"
+        );
+        assert_eq!(
+            vtt(&t.segments),
+            "WEBVTT\n\n00:00:00.000 --> 00:00:02.500\nHello there.\n\n\
+             01:01:01.002 --> 01:01:02.500\nBye.\n\n"
+        );
+    }
+
+    #[test]
+    fn verbose_json_has_openai_fields_and_words_on_request() {
+        let t = transcript();
+        let v = verbose_json(&t, Task::Transcribe, Granularity::default());
+        assert_eq!(v["task"], "transcribe");
+        assert_eq!(v["language"], "english");
+        assert_eq!(v["text"], "Hello there. Bye.");
+        assert_eq!(v["segments"][0]["avg_logprob"], -0.25);
+        assert_eq!(v["segments"][0]["tokens"], json!([50364, 2425]));
+        assert_eq!(v["segments"][1]["id"], 1);
+        assert_eq!(v["segments"][1]["seek"], 366100);
+        assert!(v.get("words").is_none());
+        let g = Granularity {
+            segment: false,
+            word: true,
+        };
+        let v = verbose_json(&t, Task::Translate, g);
+        assert_eq!(v["task"], "translate");
+        assert!(v.get("segments").is_none());
+        assert_eq!(
+            v["words"][1],
+            json!({"word": "there.", "start": 1.0, "end": 2.5})
+        );
+    }
+
+    #[test]
+    fn subtitles_of_a_segmentless_transcript_span_the_audio() {
+        let mut t = transcript();
+        t.segments.clear();
+        t.duration = 4.0;
+        assert_eq!(
+            srt(&segments_or_whole(&t)),
+            "1\n00:00:00,000 --> 00:00:04,000\nHello there. Bye.\n\n"
+        );
+    }
+
+    #[test]
+    fn unknown_format_names_the_value() {
+        assert_eq!(
+            "verbose_json".parse::<ResponseFormat>().unwrap(),
+            ResponseFormat::VerboseJson
+        );
+        assert!("xml"
+            .parse::<ResponseFormat>()
+            .unwrap_err()
+            .message
+            .contains("\"xml\""));
+    }
+}

@@ -1,0 +1,190 @@
+//! Prometheus metrics (OpenMetrics text at `GET /metrics`).
+
+use std::sync::atomic::AtomicU64;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+/// Route template (e.g. `/v1/audio/transcriptions`) and status code.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct RouteStatus {
+    pub route: String,
+    pub status: u16,
+}
+
+/// Route template only.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct RouteLabel {
+    pub route: String,
+}
+
+type HistogramFamily = Family<RouteLabel, Histogram, fn() -> Histogram>;
+
+/// Every metric the server exports, plus the registry that encodes them.
+pub(crate) struct Metrics {
+    registry: Registry,
+    /// Requests answered, by route and status.
+    pub requests: Family<RouteStatus, Counter>,
+    /// Seconds from request start to response, by route.
+    pub latency: HistogramFamily,
+    /// Requests admitted and not yet taken by the batcher (refreshed at each scrape).
+    pub queue_depth: Gauge,
+    /// Admitted requests whose audio is being decoded (not yet queued for the batcher).
+    pub decoding: Gauge,
+    /// Seconds a request waited in the queue before its group started.
+    pub queue_seconds: Histogram,
+    /// Requests per backend call.
+    pub group_requests: Histogram,
+    /// Inputs (recordings) per backend call.
+    pub group_inputs: Histogram,
+    /// Wall seconds of each backend call.
+    pub backend_seconds: Histogram,
+    /// Audio seconds handed to the backend.
+    pub audio_seconds: Counter<f64, AtomicU64>,
+    /// Real-time factor (audio seconds / wall seconds) of each backend call.
+    pub rtfx: Histogram,
+    /// Requests dropped before running because their client went away.
+    pub abandoned: Counter,
+    /// Requests whose client disconnected (or timed out) before the answer was sent.
+    pub disconnects: Counter,
+}
+
+impl Metrics {
+    /// Creates and registers every metric.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("dicta");
+        let requests = Family::<RouteStatus, Counter>::default();
+        registry.register(
+            "http_requests",
+            "HTTP requests answered, by route and status",
+            requests.clone(),
+        );
+        let latency: HistogramFamily =
+            Family::new_with_constructor(|| Histogram::new(exponential_buckets(0.005, 2.0, 16)));
+        registry.register(
+            "http_request_duration_seconds",
+            "Seconds from request start to response, by route",
+            latency.clone(),
+        );
+        let queue_depth = Gauge::default();
+        registry.register(
+            "queue_depth",
+            "Requests admitted and waiting for the batcher",
+            queue_depth.clone(),
+        );
+        let decoding = Gauge::default();
+        registry.register(
+            "decoding_requests",
+            "Admitted requests whose audio is being decoded",
+            decoding.clone(),
+        );
+        let queue_seconds = Histogram::new(exponential_buckets(0.001, 2.0, 16));
+        registry.register(
+            "queue_seconds",
+            "Seconds a request waited before its backend call started",
+            queue_seconds.clone(),
+        );
+        let group_requests = Histogram::new(exponential_buckets(1.0, 2.0, 8));
+        registry.register(
+            "batch_requests",
+            "Requests coalesced into one backend call",
+            group_requests.clone(),
+        );
+        let group_inputs = Histogram::new(exponential_buckets(1.0, 2.0, 10));
+        registry.register(
+            "batch_inputs",
+            "Inputs (recordings) in one backend call",
+            group_inputs.clone(),
+        );
+        let backend_seconds = Histogram::new(exponential_buckets(0.005, 2.0, 16));
+        registry.register(
+            "backend_seconds",
+            "Wall seconds of one backend call",
+            backend_seconds.clone(),
+        );
+        let audio_seconds = Counter::<f64, AtomicU64>::default();
+        registry.register(
+            "audio_seconds",
+            "Audio seconds transcribed",
+            audio_seconds.clone(),
+        );
+        let rtfx = Histogram::new(exponential_buckets(0.5, 2.0, 14));
+        registry.register(
+            "rtfx",
+            "Real-time factor (audio seconds / wall seconds) of one backend call",
+            rtfx.clone(),
+        );
+        let abandoned = Counter::default();
+        registry.register(
+            "abandoned_requests",
+            "Queued requests dropped unrun because their client went away",
+            abandoned.clone(),
+        );
+        let disconnects = Counter::default();
+        registry.register(
+            "client_disconnects",
+            "Requests whose client left before the answer was sent",
+            disconnects.clone(),
+        );
+        Self {
+            registry,
+            requests,
+            latency,
+            queue_depth,
+            decoding,
+            queue_seconds,
+            group_requests,
+            group_inputs,
+            backend_seconds,
+            audio_seconds,
+            rtfx,
+            abandoned,
+            disconnects,
+        }
+    }
+
+    /// Records one answered request.
+    pub fn observe_request(&self, route: &str, status: u16, seconds: f64) {
+        self.requests
+            .get_or_create(&RouteStatus {
+                route: route.to_string(),
+                status,
+            })
+            .inc();
+        self.latency
+            .get_or_create(&RouteLabel {
+                route: route.to_string(),
+            })
+            .observe(seconds);
+    }
+
+    /// Encodes everything in the OpenMetrics text format.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encoded_text_names_route_status_and_histograms() {
+        let m = Metrics::new();
+        m.observe_request("/transcribe", 413, 0.02);
+        m.group_requests.observe(3.0);
+        m.queue_depth.set(2);
+        let text = m.encode();
+        assert!(text.contains(r#"dicta_http_requests_total{route="/transcribe",status="413"} 1"#));
+        assert!(text.contains("dicta_batch_requests_count 1"));
+        assert!(text.contains("dicta_queue_depth 2"));
+        assert!(text.ends_with("# EOF\n"));
+    }
+}

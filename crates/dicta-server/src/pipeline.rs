@@ -1,0 +1,237 @@
+//! Admission → validation → schedule, in one place.
+//!
+//! Every transcription route parses its transport into a [`TranscribeRequest`] and calls
+//! [`Pipeline::run`]; nothing else admits, validates or queues work.
+
+use std::sync::{mpsc, Arc};
+use std::time::Instant;
+
+use dicta_core::{Error, ErrorKind, Result, Stats, Transcript};
+use tokio::sync::{oneshot, Semaphore};
+
+use crate::audio::{decode_inputs, AudioLimits, RawInput};
+use crate::backend::{BackendInput, RequestOptions, Task};
+use crate::config::ServerConfig;
+use crate::metrics::Metrics;
+use crate::worker::Job;
+
+/// A transcription request, whatever route it came from.
+#[derive(Debug)]
+pub(crate) struct TranscribeRequest {
+    /// The server's id for this request.
+    pub request_id: String,
+    /// Inputs in caller order.
+    pub inputs: Vec<RawInput>,
+    /// Options shared by every input.
+    pub options: RequestOptions,
+}
+
+/// The answer: results in input order plus timing and grouping.
+#[derive(Debug)]
+pub(crate) struct TranscribeOutcome {
+    /// One result per input, in input order.
+    pub results: Vec<Result<Transcript>>,
+    /// Seconds from admission to answer.
+    pub request_seconds: f64,
+    /// Seconds spent waiting for the batcher.
+    pub queue_seconds: f64,
+    /// Requests that shared the backend call.
+    pub group_requests: usize,
+    /// Inputs in the backend call.
+    pub group_inputs: usize,
+    /// Statistics of the backend call.
+    pub stats: Arc<Stats>,
+}
+
+/// Admission, validation and the queue to the batcher.
+pub(crate) struct Pipeline {
+    cfg: Arc<ServerConfig>,
+    /// One permit per request admitted and not yet taken by the batcher.
+    admission: Arc<Semaphore>,
+    queue: mpsc::SyncSender<Job>,
+    translation: bool,
+    metrics: Arc<Metrics>,
+}
+
+/// Keeps the `decoding_requests` gauge up while alive (also when the request is dropped).
+struct Decoding<'a>(&'a Metrics);
+
+impl<'a> Decoding<'a> {
+    fn start(m: &'a Metrics) -> Self {
+        m.decoding.inc();
+        Self(m)
+    }
+}
+
+impl Drop for Decoding<'_> {
+    fn drop(&mut self) {
+        self.0.decoding.dec();
+    }
+}
+
+impl Pipeline {
+    /// A pipeline feeding `queue` (whose capacity must be at least `cfg.max_queue`).
+    pub fn new(
+        cfg: Arc<ServerConfig>,
+        queue: mpsc::SyncSender<Job>,
+        translation: bool,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        let admission = Arc::new(Semaphore::new(cfg.max_queue));
+        Self {
+            cfg,
+            admission,
+            queue,
+            translation,
+            metrics,
+        }
+    }
+
+    /// Requests admitted and not yet taken by the batcher.
+    pub fn queue_depth(&self) -> usize {
+        self.cfg
+            .max_queue
+            .saturating_sub(self.admission.available_permits())
+    }
+
+    /// Admits, validates, decodes and queues `req`, then waits for the batcher's answer.
+    /// Dropping the returned future (client gone, timeout) abandons the work.
+    pub async fn run(&self, req: TranscribeRequest) -> Result<TranscribeOutcome> {
+        let started = Instant::now();
+        // Admission: a slot in the queue, held through decoding until the batcher takes it.
+        let permit = self.admission.clone().try_acquire_owned().map_err(|_| {
+            Error::new(
+                ErrorKind::Overloaded,
+                format!(
+                    "max_queue is {}, and {} requests are already waiting; retry later",
+                    self.cfg.max_queue,
+                    self.queue_depth()
+                ),
+            )
+        })?;
+        // Validation.
+        self.validate(&req)?;
+        let limits = AudioLimits {
+            max_audio_seconds: self.cfg.max_audio_seconds,
+            max_decoded_bytes: self.cfg.max_decoded_bytes,
+        };
+        let decoding = Decoding::start(&self.metrics);
+        let decoded = tokio::task::spawn_blocking(move || decode_inputs(req.inputs, limits))
+            .await
+            .map_err(|e| Error::internal(format!("audio decoding task failed: {e}")))??;
+        // No await between here and the enqueue: once the gauge drops, the job is queued.
+        drop(decoding);
+        // Schedule.
+        let inputs = decoded
+            .into_iter()
+            .map(|(id, samples)| BackendInput {
+                id,
+                samples,
+                options: req.options.clone(),
+            })
+            .collect();
+        let (tx, rx) = oneshot::channel();
+        let job = Job {
+            request_id: req.request_id,
+            inputs,
+            enqueued: Instant::now(),
+            reply: tx,
+            permit,
+        };
+        self.queue.try_send(job).map_err(|e| match e {
+            // Unreachable while permits bound the queue; kept as an honest answer.
+            mpsc::TrySendError::Full(_) => Error::new(
+                ErrorKind::Overloaded,
+                "the request queue is full; retry later",
+            ),
+            mpsc::TrySendError::Disconnected(_) => Error::new(
+                ErrorKind::Overloaded,
+                "the server is shutting down and takes no new work",
+            ),
+        })?;
+        let reply = rx.await.map_err(|_| {
+            Error::internal("the batcher stopped before answering (see the server log)")
+        })?;
+        Ok(TranscribeOutcome {
+            results: reply.results,
+            request_seconds: started.elapsed().as_secs_f64(),
+            queue_seconds: reply.queue_seconds,
+            group_requests: reply.group_requests,
+            group_inputs: reply.group_inputs,
+            stats: reply.stats,
+        })
+    }
+
+    fn validate(&self, req: &TranscribeRequest) -> Result<()> {
+        let n = req.inputs.len();
+        if n == 0 {
+            return Err(Error::invalid_input("the request holds no inputs"));
+        }
+        if n > self.cfg.max_inputs {
+            return Err(Error::limit(
+                "max_inputs",
+                format!("{} per request", self.cfg.max_inputs),
+                format!("{n} inputs"),
+            ));
+        }
+        validate_options(&req.options, self.translation)
+    }
+}
+
+/// Checks request options that do not need the model.
+pub(crate) fn validate_options(o: &RequestOptions, translation: bool) -> Result<()> {
+    if let Some(t) = o.temperature {
+        if !(0.0..=1.0).contains(&t) {
+            return Err(Error::invalid_input(format!(
+                "temperature must be between 0 and 1, got {t}"
+            )));
+        }
+    }
+    if let Some(lang) = &o.language {
+        let ok = (2..=8).contains(&lang.len()) && lang.bytes().all(|b| b.is_ascii_alphabetic());
+        if !ok {
+            return Err(Error::invalid_input(format!(
+                "language must be a language code such as \"en\", got {lang:?}"
+            )));
+        }
+    }
+    if o.task == Task::Translate && !translation {
+        return Err(Error::invalid_input(
+            "this model cannot translate (translation needs a multilingual Whisper model)",
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_are_checked_with_values_named() {
+        let ok = RequestOptions::default();
+        validate_options(&ok, false).unwrap();
+        let hot = RequestOptions {
+            temperature: Some(1.5),
+            ..Default::default()
+        };
+        assert!(validate_options(&hot, true)
+            .unwrap_err()
+            .message
+            .contains("1.5"));
+        let lang = RequestOptions {
+            language: Some("en; drop".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            validate_options(&lang, true).unwrap_err().kind,
+            ErrorKind::InvalidInput
+        );
+        let tr = RequestOptions {
+            task: Task::Translate,
+            ..Default::default()
+        };
+        assert!(validate_options(&tr, false).is_err());
+        validate_options(&tr, true).unwrap();
+    }
+}

@@ -1,0 +1,208 @@
+//! The HTTP surface: router, per-request context (id, timeout, metrics, logs) and the gate
+//! (API key, declared body size) in front of every route but `/health`.
+
+mod batch;
+mod health;
+mod openai;
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
+use axum::http::{header, HeaderValue, Method, StatusCode, Uri};
+use axum::middleware::{from_fn_with_state, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use dicta_core::{Error, ErrorKind};
+use tracing::Instrument as _;
+
+use crate::config::ServerConfig;
+use crate::error::ApiError;
+use crate::metrics::Metrics;
+use crate::pipeline::Pipeline;
+
+/// Everything the handlers share.
+pub(crate) struct AppState {
+    pub cfg: Arc<ServerConfig>,
+    pub pipeline: Pipeline,
+    pub metrics: Arc<Metrics>,
+    pub ready: Arc<AtomicBool>,
+    pub model: String,
+}
+
+pub(crate) type Shared = Arc<AppState>;
+
+/// The server's id for one HTTP request; also sent back as the `x-request-id` header.
+#[derive(Debug, Clone)]
+pub(crate) struct RequestId(pub String);
+
+/// Builds the router.
+pub(crate) fn router(state: Shared) -> Router {
+    let protected = Router::new()
+        .route("/readyz", get(health::readyz))
+        .route("/metrics", get(health::metrics))
+        .route("/v1/models", get(openai::models))
+        .route("/v1/audio/transcriptions", post(openai::transcriptions))
+        .route("/v1/audio/translations", post(openai::translations))
+        .route("/transcribe", post(batch::transcribe))
+        .route("/v1/transcriptions/raw", post(batch::raw))
+        // WebSocket streaming (`GET /v1/stream`, upgraded) mounts here once the engine exposes
+        // streaming sessions; it goes through the same gate, and its admission belongs in
+        // `Pipeline` next to the batch path.
+        .route_layer(from_fn_with_state(state.clone(), gate));
+    Router::new()
+        .route("/health", get(health::health))
+        .merge(protected)
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(state.cfg.max_body_bytes()))
+        .layer(from_fn_with_state(state.clone(), request_context))
+        .with_state(state)
+}
+
+async fn not_found(uri: Uri) -> ApiError {
+    ApiError::not_found(uri.path())
+}
+
+async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
+    ApiError::method_not_allowed(method.as_str(), uri.path())
+}
+
+/// Counts a request whose future was dropped before it answered: the client went away.
+struct InFlight {
+    metrics: Arc<Metrics>,
+    span: tracing::Span,
+    answered: bool,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if !self.answered {
+            self.metrics.disconnects.inc();
+            self.span
+                .in_scope(|| tracing::info!("client went away before the answer; work dropped"));
+        }
+    }
+}
+
+/// Request id, timeout, structured log line and metrics for every request.
+async fn request_context(State(s): State<Shared>, mut req: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let id = uuid::Uuid::new_v4().to_string();
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("unmatched", MatchedPath::as_str)
+        .to_string();
+    let span =
+        tracing::info_span!("request", request_id = %id, method = %req.method(), route = %route);
+    req.extensions_mut().insert(RequestId(id.clone()));
+    let mut in_flight = InFlight {
+        metrics: s.metrics.clone(),
+        span: span.clone(),
+        answered: false,
+    };
+    let limit = s.cfg.request_timeout();
+    let mut response =
+        match tokio::time::timeout(limit, next.run(req).instrument(span.clone())).await {
+            Ok(response) => response,
+            Err(_) => {
+                let e = Error::new(
+                    ErrorKind::Timeout,
+                    format!(
+                    "request_timeout_s is {}, and the request took longer; its work was dropped",
+                    s.cfg.request_timeout_s
+                ),
+                );
+                span.in_scope(|| ApiError::from(e).into_response())
+            }
+        };
+    in_flight.answered = true;
+    let seconds = started.elapsed().as_secs_f64();
+    let status = response.status().as_u16();
+    s.metrics.observe_request(&route, status, seconds);
+    span.in_scope(|| tracing::info!(status, seconds, "request finished"));
+    if let Ok(v) = HeaderValue::from_str(&id) {
+        response.headers_mut().insert("x-request-id", v);
+    }
+    response
+}
+
+/// API key check, then the declared body size (before any of the body is read).
+async fn gate(State(s): State<Shared>, req: Request, next: Next) -> Result<Response, ApiError> {
+    if let Some(key) = &s.cfg.api_key {
+        let given = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim);
+        if !given.is_some_and(|g| same_secret(g.as_bytes(), key.as_bytes())) {
+            return Err(ApiError::unauthorized());
+        }
+    }
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if let Some(len) = declared {
+        if len > s.cfg.max_body_bytes() as u64 {
+            return Err(body_too_large(&s.cfg, Some(len)).into());
+        }
+    }
+    Ok(next.run(req).await)
+}
+
+/// Compares secrets without an early exit on the first differing byte.
+fn same_secret(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The 413 for a body over `max_body_mib`; `given` is the size when known.
+pub(crate) fn body_too_large(cfg: &ServerConfig, given: Option<u64>) -> Error {
+    Error::limit(
+        "max_body_mib",
+        format!("{} MiB ({} bytes)", cfg.max_body_mib, cfg.max_body_bytes()),
+        given.map_or_else(
+            || format!("a body over {} bytes", cfg.max_body_bytes()),
+            |n| format!("a {n}-byte body"),
+        ),
+    )
+}
+
+/// Maps an axum extractor rejection (by its status) onto the error table: 413 → the body
+/// limit, anything else → invalid input with axum's explanation.
+pub(crate) fn rejection(cfg: &ServerConfig, status: StatusCode, text: String) -> ApiError {
+    if status == StatusCode::PAYLOAD_TOO_LARGE {
+        body_too_large(cfg, None).into()
+    } else {
+        Error::invalid_input(text).into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_compare_by_content_and_length() {
+        assert!(same_secret(b"abc", b"abc"));
+        assert!(!same_secret(b"abc", b"abd"));
+        assert!(!same_secret(b"abc", b"abcd"));
+        assert!(!same_secret(b"", b"a"));
+    }
+
+    #[test]
+    fn body_limit_message_names_limit_and_size() {
+        let cfg = ServerConfig {
+            max_body_mib: 1,
+            ..Default::default()
+        };
+        let m = body_too_large(&cfg, Some(2_000_000)).message;
+        assert!(m.contains("max_body_mib is 1 MiB (1048576 bytes)"), "{m}");
+        assert!(m.contains("2000000-byte body"), "{m}");
+    }
+}

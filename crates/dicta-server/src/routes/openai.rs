@@ -1,0 +1,237 @@
+//! OpenAI-compatible audio routes: `POST /v1/audio/transcriptions`,
+//! `POST /v1/audio/translations` (multipart forms) and `GET /v1/models`.
+
+use axum::extract::multipart::{MultipartError, MultipartRejection};
+use axum::extract::{Multipart, State};
+use axum::response::Response;
+use axum::{Extension, Json};
+use dicta_core::{Error, Result};
+use serde_json::json;
+
+use super::{rejection, RequestId, Shared};
+use crate::audio::{AudioFormat, Payload, RawInput};
+use crate::backend::{RequestOptions, Task};
+use crate::error::ApiError;
+use crate::format::{render, Granularity, ResponseFormat};
+use crate::pipeline::TranscribeRequest;
+
+/// `POST /v1/audio/transcriptions`.
+pub(crate) async fn transcriptions(
+    State(s): State<Shared>,
+    Extension(id): Extension<RequestId>,
+    form: std::result::Result<Multipart, MultipartRejection>,
+) -> std::result::Result<Response, ApiError> {
+    handle(s, id, form, Task::Transcribe).await
+}
+
+/// `POST /v1/audio/translations` (to English; multilingual models only).
+pub(crate) async fn translations(
+    State(s): State<Shared>,
+    Extension(id): Extension<RequestId>,
+    form: std::result::Result<Multipart, MultipartRejection>,
+) -> std::result::Result<Response, ApiError> {
+    handle(s, id, form, Task::Translate).await
+}
+
+/// `GET /v1/models`: the one resident model, in OpenAI's list shape.
+pub(crate) async fn models(State(s): State<Shared>) -> Json<serde_json::Value> {
+    Json(json!({
+        "object": "list",
+        "data": [{ "id": s.model, "object": "model", "created": 0, "owned_by": "dicta" }],
+    }))
+}
+
+/// The form fields Dicta reads; others (e.g. `model`, `include[]`) are accepted and ignored,
+/// since one model is resident.
+#[derive(Debug, Default)]
+struct Form {
+    file: Option<(String, Vec<u8>)>,
+    language: Option<String>,
+    prompt: Option<String>,
+    response_format: Option<String>,
+    temperature: Option<String>,
+    granularities: Vec<String>,
+    stream: Option<String>,
+}
+
+async fn handle(
+    s: Shared,
+    id: RequestId,
+    form: std::result::Result<Multipart, MultipartRejection>,
+    task: Task,
+) -> std::result::Result<Response, ApiError> {
+    let form = form.map_err(|r| rejection(&s.cfg, r.status(), r.body_text()))?;
+    let form = read_form(form)
+        .await
+        .map_err(|e| rejection(&s.cfg, e.status(), e.body_text()))?;
+    let parsed = parse(form, task)?;
+    let outcome = s
+        .pipeline
+        .run(TranscribeRequest {
+            request_id: id.0,
+            inputs: vec![parsed.input],
+            options: parsed.options,
+        })
+        .await?;
+    let transcript = outcome
+        .results
+        .into_iter()
+        .next()
+        .ok_or_else(|| Error::internal("the backend returned no result"))??;
+    Ok(render(parsed.format, &transcript, task, parsed.granularity))
+}
+
+async fn read_form(mut mp: Multipart) -> std::result::Result<Form, MultipartError> {
+    let mut form = Form::default();
+    while let Some(field) = mp.next_field().await? {
+        let name = field.name().unwrap_or_default().to_string();
+        match name.as_str() {
+            "file" => {
+                let file_name = field.file_name().unwrap_or("upload").to_string();
+                form.file = Some((file_name, field.bytes().await?.into()));
+            }
+            "language" => form.language = Some(field.text().await?),
+            "prompt" => form.prompt = Some(field.text().await?),
+            "response_format" => form.response_format = Some(field.text().await?),
+            "temperature" => form.temperature = Some(field.text().await?),
+            "timestamp_granularities[]" | "timestamp_granularities" => {
+                form.granularities.push(field.text().await?)
+            }
+            "stream" => form.stream = Some(field.text().await?),
+            // Skipped fields are drained by `next_field`.
+            _ => {}
+        }
+    }
+    Ok(form)
+}
+
+struct Parsed {
+    input: RawInput,
+    options: RequestOptions,
+    format: ResponseFormat,
+    granularity: Granularity,
+}
+
+fn non_empty(s: Option<String>) -> Option<String> {
+    s.map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
+}
+
+fn parse(form: Form, task: Task) -> Result<Parsed> {
+    let (file_name, bytes) = form.file.ok_or_else(|| {
+        Error::invalid_input("the form has no `file` field (the audio to transcribe)")
+    })?;
+    if form.stream.as_deref().is_some_and(|s| s.trim() == "true") {
+        return Err(Error::invalid_input(
+            "stream=true is not supported on this route; use the WebSocket streaming API",
+        ));
+    }
+    let format = match non_empty(form.response_format) {
+        Some(f) => f.parse()?,
+        None => ResponseFormat::default(),
+    };
+    let temperature = non_empty(form.temperature)
+        .map(|t| {
+            t.parse::<f32>().map_err(|_| {
+                Error::invalid_input(format!("temperature must be a number, got {t:?}"))
+            })
+        })
+        .transpose()?;
+    let granularity = if form.granularities.is_empty() {
+        Granularity::default()
+    } else {
+        let mut g = Granularity {
+            segment: false,
+            word: false,
+        };
+        for value in &form.granularities {
+            match value.trim() {
+                "segment" => g.segment = true,
+                "word" => g.word = true,
+                other => {
+                    return Err(Error::invalid_input(format!(
+                        "timestamp_granularities[] must be \"segment\" or \"word\", got {other:?}"
+                    )))
+                }
+            }
+        }
+        g
+    };
+    let options = RequestOptions {
+        language: non_empty(form.language).map(|l| l.to_ascii_lowercase()),
+        prompt: non_empty(form.prompt),
+        temperature,
+        word_timestamps: granularity.word,
+        task,
+    };
+    Ok(Parsed {
+        input: RawInput {
+            id: file_name,
+            payload: Payload::Bytes(bytes),
+            format: AudioFormat::Encoded,
+        },
+        options,
+        format,
+        granularity,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn form() -> Form {
+        Form {
+            file: Some(("a.wav".into(), vec![1, 2, 3])),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn defaults_follow_openai() {
+        let p = parse(form(), Task::Transcribe).unwrap();
+        assert_eq!(p.format, ResponseFormat::Json);
+        assert_eq!(p.granularity, Granularity::default());
+        assert_eq!(p.options, RequestOptions::default());
+        assert_eq!(p.input.id, "a.wav");
+    }
+
+    #[test]
+    fn word_granularity_turns_on_word_timestamps() {
+        let f = Form {
+            granularities: vec!["word".into(), "segment".into()],
+            language: Some(" EN ".into()),
+            temperature: Some("0.2".into()),
+            response_format: Some("verbose_json".into()),
+            ..form()
+        };
+        let p = parse(f, Task::Translate).unwrap();
+        assert!(p.options.word_timestamps && p.granularity.segment && p.granularity.word);
+        assert_eq!(p.options.language.as_deref(), Some("en"));
+        assert_eq!(p.options.temperature, Some(0.2));
+        assert_eq!(p.options.task, Task::Translate);
+    }
+
+    #[test]
+    fn bad_fields_are_named() {
+        let missing = Form::default();
+        assert!(parse(missing, Task::Transcribe)
+            .err()
+            .unwrap()
+            .message
+            .contains("`file`"));
+        let f = Form {
+            temperature: Some("warm".into()),
+            ..form()
+        };
+        assert!(parse(f, Task::Transcribe)
+            .err()
+            .unwrap()
+            .message
+            .contains("\"warm\""));
+        let f = Form {
+            granularities: vec!["char".into()],
+            ..form()
+        };
+        assert!(parse(f, Task::Transcribe).is_err());
+    }
+}
