@@ -7,12 +7,13 @@ mod bench;
 mod decode_cmd;
 mod fetch;
 mod models_cmd;
+mod serve_cmd;
 mod transcribe_cmd;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Parser, Subcommand};
 
 /// Dicta: fast speech recognition — one binary for batch transcription, streaming and serving.
 #[derive(Debug, Parser)]
@@ -35,20 +36,13 @@ enum Command {
     /// Transcribe audio files (no server needed).
     Transcribe(transcribe_cmd::TranscribeArgs),
     /// Run the HTTP/WebSocket server (OpenAI-compatible API, batch JSON, streaming).
-    Serve(UnbuiltArgs),
+    Serve(serve_cmd::ServeArgs),
     /// Measure speed (RTFx, latency) and accuracy (WER) against peers.
     Bench(bench::BenchArgs),
     /// Decode CTC log-probs saved as `[T, V]` float32 .npy (greedy, or beam search with an n-gram LM).
     Decode(decode_cmd::DecodeArgs),
     /// Fetch, list and convert models.
     Models(models_cmd::ModelsArgs),
-}
-
-/// Arguments of a subcommand that is not built yet (accepted so `--help` works everywhere).
-#[derive(Debug, Args)]
-struct UnbuiltArgs {
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
-    rest: Vec<String>,
 }
 
 /// Settings every subcommand shares, resolved from flags and environment.
@@ -86,7 +80,10 @@ fn main() -> ExitCode {
             set_threads(args.threads);
             transcribe_cmd::run(args, &globals)
         }
-        Command::Serve(_) => unbuilt("serve"),
+        Command::Serve(args) => {
+            set_threads(args.threads);
+            serve_cmd::run(args, &globals)
+        }
         Command::Bench(args) => bench::run(args, &globals),
         Command::Models(args) => models_cmd::run(args, &globals),
         Command::Decode(args) => decode_cmd::run(args).map(|code| code.clamp(0, 255) as u8),
@@ -106,9 +103,4 @@ fn set_threads(threads: Option<usize>) {
     if let Some(n) = threads.filter(|&n| n > 0) {
         std::env::set_var("RAYON_NUM_THREADS", n.to_string());
     }
-}
-
-fn unbuilt(name: &str) -> anyhow::Result<u8> {
-    eprintln!("dicta {name}: not built yet in this version of Dicta.");
-    Ok(1)
 }

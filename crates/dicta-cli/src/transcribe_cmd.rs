@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use dicta_core::{format, Stats, Transcript};
+use dicta_decode::{job::parse_hotword, BeamConfig, LmWeights};
 use dicta_engine::whisper::{DecodeOptions, LongFormMode, Task};
-use dicta_engine::{Engine, EngineConfig, Input};
+use dicta_engine::{CtcDecoderKind, CtcOptions, Engine, EngineConfig, Input};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -37,6 +38,15 @@ pub enum LongForm {
     Sequential,
     /// Fixed overlapping windows decoded in batches, merged at the overlaps.
     Batched,
+}
+
+/// CTC decoders.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CtcDecoder {
+    /// Best path.
+    Greedy,
+    /// Prefix beam search (with `--lm` when given).
+    Beam,
 }
 
 /// `dicta transcribe …`
@@ -77,9 +87,45 @@ pub struct TranscribeArgs {
     /// Long-form mode for recordings over 30 s.
     #[arg(long, value_enum, default_value_t = LongForm::Sequential)]
     pub long_form: LongForm,
-    /// Overlap between windows in batched long-form mode (seconds).
+    /// Overlap between windows (seconds): Whisper batched long-form mode, and CTC windows.
     #[arg(long, default_value_t = 5.0)]
     pub overlap_seconds: f32,
+    /// CTC: window length in seconds.
+    #[arg(long, default_value_t = 30.0)]
+    pub chunk_seconds: f32,
+    /// CTC: most padded model frames per batch (default: batch-size full windows).
+    #[arg(long)]
+    pub max_batch_frames: Option<usize>,
+    /// CTC: most padding per batch, as a fraction of its padded frames.
+    #[arg(long, default_value_t = 0.15)]
+    pub max_padding_fraction: f32,
+    /// CTC: threads decoding recordings while the model runs.
+    #[arg(long, default_value_t = 2)]
+    pub decode_workers: usize,
+    /// CTC: decoder.
+    #[arg(long, value_enum, default_value_t = CtcDecoder::Greedy)]
+    pub decoder: CtcDecoder,
+    /// CTC: word n-gram LM (ARPA, .arpa.gz or Sphinx .lm.bin) for the beam decoder.
+    #[arg(long)]
+    pub lm: Option<PathBuf>,
+    /// CTC: unigram list (one word a line) for partial-word scoring (default: the LM's words).
+    #[arg(long)]
+    pub unigrams: Option<PathBuf>,
+    /// CTC: LM weight.
+    #[arg(long, default_value_t = 0.5)]
+    pub lm_alpha: f64,
+    /// CTC: word insertion bonus.
+    #[arg(long, default_value_t = 1.0)]
+    pub lm_beta: f64,
+    /// CTC: beams kept per frame.
+    #[arg(long, default_value_t = 25)]
+    pub beam_width: usize,
+    /// CTC: boost a word or phrase, `WORD` or `WORD:WEIGHT` (repeatable).
+    #[arg(long)]
+    pub hotword: Vec<String>,
+    /// CTC: a silence of this many seconds between words starts a new segment.
+    #[arg(long, default_value_t = 1.0)]
+    pub pause_seconds: f32,
     /// Language code (e.g. `en`); detected on multilingual models when absent.
     #[arg(long)]
     pub language: Option<String>,
@@ -134,6 +180,13 @@ pub fn run(args: &TranscribeArgs, g: &Globals) -> Result<u8> {
         },
         ..DecodeOptions::default()
     };
+    let ctc = match ctc_options(args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("dicta transcribe: {}", e.message);
+            return Ok(2);
+        }
+    };
     let config = EngineConfig {
         batch_size: args.batch_size,
         long_form: match args.long_form {
@@ -143,6 +196,14 @@ pub fn run(args: &TranscribeArgs, g: &Globals) -> Result<u8> {
             },
         },
         decode,
+        chunk_seconds: args.chunk_seconds,
+        overlap_seconds: args.overlap_seconds,
+        max_batch_frames: args.max_batch_frames,
+        max_padding_fraction: args.max_padding_fraction,
+        decode_workers: args.decode_workers,
+        // main() already sized the global pools from --threads.
+        threads: None,
+        ctc,
     };
     if let Err(e) = config.validate() {
         eprintln!("dicta transcribe: {}", e.message);
@@ -161,6 +222,38 @@ pub fn run(args: &TranscribeArgs, g: &Globals) -> Result<u8> {
     }
     write_results(args, &inputs, &results, &stats)?;
     Ok(if failed > 0 { 1 } else { 0 })
+}
+
+fn ctc_options(args: &TranscribeArgs) -> dicta_core::Result<CtcOptions> {
+    let hotwords = args
+        .hotword
+        .iter()
+        .map(|h| parse_hotword(h))
+        .collect::<dicta_core::Result<Vec<_>>>()?;
+    if !hotwords.is_empty() && args.decoder == CtcDecoder::Greedy {
+        return Err(dicta_core::Error::invalid_input(
+            "--hotword needs --decoder beam",
+        ));
+    }
+    Ok(CtcOptions {
+        decoder: match args.decoder {
+            CtcDecoder::Greedy => CtcDecoderKind::Greedy,
+            CtcDecoder::Beam => CtcDecoderKind::Beam,
+        },
+        lm: args.lm.clone(),
+        unigrams: args.unigrams.clone(),
+        lm_weights: LmWeights {
+            alpha: args.lm_alpha,
+            beta: args.lm_beta,
+            ..LmWeights::default()
+        },
+        beam: BeamConfig {
+            beam_width: args.beam_width,
+            hotwords,
+            ..BeamConfig::default()
+        },
+        pause_seconds: Some(args.pause_seconds),
+    })
 }
 
 fn collect_inputs(args: &TranscribeArgs) -> Result<Vec<Input>> {
@@ -223,32 +316,11 @@ fn transcribe_with_progress(
     for chunk in inputs.chunks(group) {
         let out = engine.transcribe(chunk);
         results.extend(out.results);
-        merge_stats(&mut stats, out.stats);
+        stats.absorb(out.stats);
         bar.inc(chunk.len() as u64);
     }
     bar.finish_and_clear();
-    stats.rtfx = if stats.wall_seconds > 0.0 {
-        stats.audio_seconds / stats.wall_seconds
-    } else {
-        0.0
-    };
     (results, stats)
-}
-
-fn merge_stats(total: &mut Stats, s: Stats) {
-    total.inputs += s.inputs;
-    total.audio_seconds += s.audio_seconds;
-    total.wall_seconds += s.wall_seconds;
-    total.decode_seconds += s.decode_seconds;
-    total.features_seconds += s.features_seconds;
-    total.model_seconds += s.model_seconds;
-    total.decoder_seconds += s.decoder_seconds;
-    total.windows += s.windows;
-    total.batch_sizes.extend(s.batch_sizes);
-    total.padding_fractions.extend(s.padding_fractions);
-    if s.long_form_mode.is_some() {
-        total.long_form_mode = s.long_form_mode;
-    }
 }
 
 fn result_json(input: &Input, r: &dicta_core::Result<Transcript>, verbose: bool) -> Value {

@@ -105,10 +105,78 @@ pub struct Stats {
     pub batch_sizes: Vec<usize>,
     /// Padding fraction of each batch (padded frames / total frames).
     pub padding_fractions: Vec<f64>,
+    /// Model output frames of real audio over all batches (CTC; 0 when not counted).
+    #[serde(default)]
+    pub frames: usize,
+    /// Model output frames including batch padding (`frames` plus padding).
+    #[serde(default)]
+    pub padded_frames: usize,
     /// How long-form audio was processed ("sequential" or "batched"), when relevant.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub long_form_mode: Option<String>,
     /// Peak resident set size in bytes, when measured.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub peak_rss_bytes: Option<u64>,
+}
+
+impl Stats {
+    /// Adds another call's statistics to these (sums, concatenated batch lists) and recomputes
+    /// RTFx from the totals; used when one logical job runs as several engine calls.
+    pub fn absorb(&mut self, other: Stats) {
+        self.inputs += other.inputs;
+        self.audio_seconds += other.audio_seconds;
+        self.wall_seconds += other.wall_seconds;
+        self.decode_seconds += other.decode_seconds;
+        self.features_seconds += other.features_seconds;
+        self.model_seconds += other.model_seconds;
+        self.decoder_seconds += other.decoder_seconds;
+        self.windows += other.windows;
+        self.frames += other.frames;
+        self.padded_frames += other.padded_frames;
+        self.batch_sizes.extend(other.batch_sizes);
+        self.padding_fractions.extend(other.padding_fractions);
+        if other.long_form_mode.is_some() {
+            self.long_form_mode = other.long_form_mode;
+        }
+        self.peak_rss_bytes = match (self.peak_rss_bytes, other.peak_rss_bytes) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        self.rtfx = if self.wall_seconds > 0.0 {
+            self.audio_seconds / self.wall_seconds
+        } else {
+            0.0
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn absorb_sums_and_recomputes_rtfx() {
+        let mut a = Stats {
+            inputs: 2,
+            audio_seconds: 20.0,
+            wall_seconds: 2.0,
+            batch_sizes: vec![2],
+            peak_rss_bytes: Some(10),
+            ..Stats::default()
+        };
+        a.absorb(Stats {
+            inputs: 1,
+            audio_seconds: 10.0,
+            wall_seconds: 3.0,
+            batch_sizes: vec![1],
+            long_form_mode: Some("batched".into()),
+            peak_rss_bytes: Some(7),
+            ..Stats::default()
+        });
+        assert_eq!(a.inputs, 3);
+        assert_eq!(a.batch_sizes, vec![2, 1]);
+        assert_eq!(a.peak_rss_bytes, Some(10));
+        assert_eq!(a.long_form_mode.as_deref(), Some("batched"));
+        assert!((a.rtfx - 6.0).abs() < 1e-12);
+    }
 }

@@ -6,6 +6,9 @@
 
 pub mod engine;
 pub mod offline;
+pub mod stream;
 pub mod whisper;
 
-pub use engine::{AudioSource, Engine, EngineConfig, EngineOutput, Input};
+pub use engine::{
+    AudioSource, CtcDecoderKind, CtcOptions, Engine, EngineConfig, EngineOutput, Input, ModelFamily,
+};

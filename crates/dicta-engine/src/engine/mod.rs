@@ -3,16 +3,31 @@
 //! [`Engine::transcribe`] takes inputs of any kind (paths, encoded bytes, decoded samples),
 //! decodes the audio on a worker pool, runs the model over windows of all inputs together and
 //! returns one result per input in input order. A broken input fails only its own entry.
+//!
+//! The model family is detected from the folder ([`ModelFamily::detect`]):
+//! - Whisper ([`whisper`]): windows decode in batches and merge by timestamps.
+//! - CTC ([`ctc`]): windows of all inputs share one length-sorted scheduler; each recording's
+//!   retained log-prob frames are joined and decoded once (greedy or beam + n-gram LM) on
+//!   `decode_workers` threads while the model runs the next batches.
+
+pub mod ctc;
+mod whisper;
 
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::Instant;
 
 use candle_core::Device;
-use dicta_core::{Error, Result, Stats, Transcript};
+use dicta_core::{Error, ErrorKind, Result, Stats, Transcript};
+use dicta_decode::LogProbs;
+use dicta_models::ctc::CtcModel;
 use dicta_models::whisper::Whisper;
 use rayon::prelude::*;
 
-use crate::whisper::{DecodeOptions, LongFormMode, WhisperTranscriber};
+use crate::offline::{PlanConfig, ScheduleConfig, Window};
+use crate::whisper::{DecodeOptions, LongFormMode};
+
+pub use ctc::{CtcDecoderKind, CtcOptions};
 
 /// Where one input's audio comes from.
 #[derive(Debug, Clone)]
@@ -47,25 +62,60 @@ impl Input {
             source: AudioSource::Path(path),
         }
     }
+
+    /// An input of decoded 16 kHz mono samples; `id` doubles as the label.
+    pub fn from_samples(id: impl Into<String>, samples: Vec<f32>) -> Self {
+        let id = id.into();
+        Self {
+            audio: id.clone(),
+            id,
+            source: AudioSource::Samples(samples),
+        }
+    }
 }
 
-/// Engine-wide settings (the defaults of every call).
+/// Engine-wide settings (the defaults of every call). Build with
+/// `EngineConfig { batch_size: 4, ..EngineConfig::default() }` so new fields keep compiling.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
     /// Windows per model call.
     pub batch_size: usize,
-    /// How recordings longer than one window are processed.
+    /// Whisper: how recordings longer than one window are processed.
     pub long_form: LongFormMode,
-    /// Default decoding options.
+    /// Whisper: default decoding options.
     pub decode: DecodeOptions,
+    /// CTC: window length in seconds (default 30).
+    pub chunk_seconds: f32,
+    /// CTC: minimum overlap between consecutive windows in seconds (default 5).
+    pub overlap_seconds: f32,
+    /// CTC: most padded model output frames per batch (`rows × longest row`); default
+    /// `batch_size` full windows.
+    pub max_batch_frames: Option<usize>,
+    /// CTC: most padding per batch as a fraction of its padded frames (default 0.15).
+    pub max_padding_fraction: f32,
+    /// CTC: threads decoding joined log-probs while the model runs (default 2).
+    pub decode_workers: usize,
+    /// Threads for audio decoding and the model's CPU kernels (default: rayon's global pool,
+    /// i.e. all cores).
+    pub threads: Option<usize>,
+    /// CTC: decoder, LM and segmentation settings.
+    pub ctc: CtcOptions,
 }
 
 impl Default for EngineConfig {
     fn default() -> Self {
+        let plan = PlanConfig::default();
         Self {
             batch_size: 8,
             long_form: LongFormMode::Sequential,
             decode: DecodeOptions::default(),
+            chunk_seconds: plan.chunk_seconds,
+            overlap_seconds: plan.overlap_seconds,
+            max_batch_frames: None,
+            max_padding_fraction: ScheduleConfig::default().max_padding_fraction,
+            decode_workers: 2,
+            threads: None,
+            ctc: CtcOptions::default(),
         }
     }
 }
@@ -76,7 +126,38 @@ impl EngineConfig {
         if self.batch_size == 0 {
             return Err(Error::invalid_input("batch_size must be >= 1, got 0"));
         }
+        if self.decode_workers == 0 {
+            return Err(Error::invalid_input("decode_workers must be >= 1, got 0"));
+        }
+        if self.threads == Some(0) {
+            return Err(Error::invalid_input("threads must be >= 1, got 0"));
+        }
+        self.plan_config().validate()?;
+        self.schedule_config(1).validate()?;
+        self.ctc.validate()?;
         self.decode.validate()
+    }
+
+    /// The window plan these settings describe (16 kHz).
+    pub fn plan_config(&self) -> PlanConfig {
+        PlanConfig {
+            chunk_seconds: self.chunk_seconds,
+            overlap_seconds: self.overlap_seconds,
+            sample_rate: dicta_audio::SAMPLE_RATE,
+        }
+    }
+
+    /// The batch bounds these settings describe, for a model whose full window has
+    /// `window_frames` output frames.
+    pub fn schedule_config(&self, window_frames: usize) -> ScheduleConfig {
+        ScheduleConfig {
+            batch_size: self.batch_size,
+            max_batch_frames: self
+                .max_batch_frames
+                .unwrap_or(self.batch_size * window_frames.max(1)),
+            max_padding_fraction: self.max_padding_fraction,
+            fixed_input: false,
+        }
     }
 }
 
@@ -89,24 +170,122 @@ pub struct EngineOutput {
     pub stats: Stats,
 }
 
+/// The kind of model a folder holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelFamily {
+    /// Whisper (CTranslate2 `model.bin` or Hugging Face `model_type: "whisper"`).
+    Whisper,
+    /// A CTC acoustic model (wav2vec2 family).
+    Ctc,
+}
+
+impl ModelFamily {
+    /// Detects the family of the model in `dir`: a CTranslate2 `model.bin` or a `config.json`
+    /// with `model_type` `"whisper"` is Whisper; `model_type` `"wav2vec2"` (or a `Wav2Vec2*`
+    /// architecture) is CTC. Errors (`ModelLoad`) name what was found otherwise.
+    pub fn detect(dir: &Path) -> Result<Self> {
+        let config_path = dir.join("config.json");
+        let config: Option<serde_json::Value> = match std::fs::read_to_string(&config_path) {
+            Ok(text) => Some(serde_json::from_str(&text).map_err(|e| {
+                Error::model_load(format!("{}: not valid JSON: {e}", config_path.display()))
+            })?),
+            Err(_) => None,
+        };
+        let field = |k: &str| {
+            config
+                .as_ref()
+                .and_then(|c| c.get(k))
+                .and_then(|v| v.as_str())
+                .unwrap_or("")
+                .to_string()
+        };
+        let model_type = field("model_type");
+        let architectures: Vec<String> = config
+            .as_ref()
+            .and_then(|c| c.get("architectures"))
+            .and_then(|v| v.as_array())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if model_type == "whisper" || dir.join("model.bin").is_file() {
+            return Ok(Self::Whisper);
+        }
+        if model_type == "wav2vec2"
+            || (model_type.is_empty() && architectures.iter().any(|a| a.starts_with("Wav2Vec2")))
+        {
+            return Ok(Self::Ctc);
+        }
+        if config.is_none() {
+            return Err(Error::model_load(format!(
+                "{}: neither a CTranslate2 model.bin nor a config.json; not a model folder",
+                dir.display()
+            )));
+        }
+        Err(Error::model_load(format!(
+            "{}: model_type {model_type:?} (architectures {architectures:?}) is neither Whisper \
+             nor a supported CTC family (wav2vec2)",
+            dir.display()
+        )))
+    }
+}
+
+enum Backend {
+    Whisper(Box<Whisper>),
+    Ctc(Box<ctc::CtcBackend>),
+}
+
 /// A loaded model plus its default settings; shareable across threads.
 pub struct Engine {
-    whisper: Whisper,
+    backend: Backend,
     config: EngineConfig,
     model_dir: PathBuf,
+    /// Set when `threads` is given: every call runs inside it.
+    pool: Option<rayon::ThreadPool>,
+    /// Serialises acoustic model calls of concurrent `transcribe` calls.
+    acoustic: Mutex<()>,
 }
 
 impl Engine {
-    /// Loads the model in `model_dir` (a CTranslate2 or Hugging Face Whisper folder) on the CPU.
+    /// Loads the model in `model_dir` (Whisper: CTranslate2 or Hugging Face folder; CTC: a
+    /// Hugging Face wav2vec2 folder) on the CPU, and the LM when `config.ctc` names one.
     pub fn load(model_dir: &Path, config: EngineConfig) -> Result<Self> {
         config.validate()?;
-        let whisper = Whisper::load(model_dir, &Device::Cpu)?;
-        tracing::info!(model = %model_dir.display(), format = ?whisper.format, "model loaded");
+        let pool = match config.threads {
+            None => None,
+            Some(n) => Some(
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(n)
+                    .thread_name(|i| format!("dicta-engine-{i}"))
+                    .build()
+                    .map_err(|e| Error::internal(format!("thread pool: {e}")))?,
+            ),
+        };
+        let backend = match ModelFamily::detect(model_dir)? {
+            ModelFamily::Whisper => {
+                if config.ctc.lm.is_some() || config.ctc.decoder != CtcDecoderKind::Greedy {
+                    tracing::warn!("CTC decoder options are ignored for a Whisper model");
+                }
+                let whisper = Whisper::load(model_dir, &Device::Cpu)?;
+                tracing::info!(model = %model_dir.display(), format = ?whisper.format, "model loaded");
+                Backend::Whisper(Box::new(whisper))
+            }
+            ModelFamily::Ctc => Backend::Ctc(Box::new(ctc::CtcBackend::load(model_dir, &config)?)),
+        };
         Ok(Self {
-            whisper,
+            backend,
             config,
             model_dir: model_dir.to_path_buf(),
+            pool,
+            acoustic: Mutex::new(()),
         })
+    }
+
+    /// Same as [`Engine::load`] (the issue's name for it).
+    pub fn new(model_dir: &Path, config: EngineConfig) -> Result<Self> {
+        Self::load(model_dir, config)
     }
 
     /// The engine's default settings.
@@ -119,9 +298,37 @@ impl Engine {
         &self.model_dir
     }
 
-    /// The loaded Whisper model.
-    pub fn whisper(&self) -> &Whisper {
-        &self.whisper
+    /// The family of the loaded model.
+    pub fn family(&self) -> ModelFamily {
+        match self.backend {
+            Backend::Whisper(_) => ModelFamily::Whisper,
+            Backend::Ctc(_) => ModelFamily::Ctc,
+        }
+    }
+
+    /// The loaded Whisper model, if the engine runs one.
+    pub fn whisper(&self) -> Option<&Whisper> {
+        match &self.backend {
+            Backend::Whisper(w) => Some(w),
+            Backend::Ctc(_) => None,
+        }
+    }
+
+    /// The loaded CTC model, if the engine runs one.
+    pub fn ctc_model(&self) -> Option<&dyn CtcModel> {
+        match &self.backend {
+            Backend::Ctc(c) => Some(c.model()),
+            Backend::Whisper(_) => None,
+        }
+    }
+
+    /// CTC: the windows a recording of `n_samples` samples is cut into (with the frames each
+    /// retains); `None` for Whisper.
+    pub fn plan_windows(&self, n_samples: usize) -> Option<Vec<Window>> {
+        match &self.backend {
+            Backend::Ctc(c) => Some(c.planner().plan(0, n_samples)),
+            Backend::Whisper(_) => None,
+        }
     }
 
     /// Transcribes `inputs` with the engine's default options.
@@ -129,68 +336,94 @@ impl Engine {
         self.transcribe_with(inputs, &self.config.decode)
     }
 
-    /// Transcribes `inputs` with the given decoding options; results come back in input order.
+    /// Transcribes `inputs` with the given Whisper decoding options (CTC models use the
+    /// engine's [`CtcOptions`]); results come back in input order.
     pub fn transcribe_with(&self, inputs: &[Input], opts: &DecodeOptions) -> EngineOutput {
-        let start = Instant::now();
-        let audio: Vec<Result<Vec<f32>>> = inputs.par_iter().map(load_audio).collect();
-        let decode_seconds = start.elapsed().as_secs_f64();
-
-        let ok: Vec<usize> = (0..inputs.len()).filter(|&i| audio[i].is_ok()).collect();
-        let samples: Vec<&[f32]> = ok
-            .iter()
-            .map(|&i| audio[i].as_ref().map(|a| a.as_slice()).unwrap_or(&[]))
-            .collect();
-        let model_start = Instant::now();
-        let decoded = WhisperTranscriber::new(&self.whisper).and_then(|t| {
-            t.transcribe(&samples, opts, self.config.long_form, self.config.batch_size)
-        });
-        let model_seconds = model_start.elapsed().as_secs_f64();
-
-        let mut results: Vec<Result<Transcript>> = audio
-            .iter()
-            .map(|a| match a {
-                Err(e) => Err(e.clone()),
-                Ok(_) => Err(Error::internal("not transcribed")),
-            })
-            .collect();
-        let mut stats = Stats {
-            inputs: inputs.len(),
-            decode_seconds,
-            model_seconds,
-            ..Stats::default()
-        };
-        match decoded {
-            Ok(out) => {
-                stats.windows = out.windows;
-                stats.batch_sizes = out.batch_sizes;
-                stats.long_form_mode = Some(out.long_form_mode.as_str().to_string());
-                for (&i, r) in ok.iter().zip(out.transcripts) {
-                    results[i] = r.map(|mut t| {
-                        t.id = inputs[i].id.clone();
-                        t.audio = inputs[i].audio.clone();
-                        t
-                    });
+        self.in_pool(|| {
+            let start = Instant::now();
+            let (audio, decode_seconds) = decode_all(inputs);
+            let mut stats = Stats {
+                inputs: inputs.len(),
+                decode_seconds,
+                ..Stats::default()
+            };
+            stats.audio_seconds = audio
+                .iter()
+                .filter_map(|a| a.as_ref().ok())
+                .map(|a| a.len() as f64 / f64::from(dicta_audio::SAMPLE_RATE))
+                .sum();
+            let mut results = match &self.backend {
+                Backend::Whisper(w) => {
+                    let _guard = self.acoustic.lock().unwrap_or_else(|p| p.into_inner());
+                    whisper::run(w, &audio, opts, &self.config, &mut stats)
+                }
+                Backend::Ctc(c) => c.transcribe(audio, &self.config, &self.acoustic, &mut stats),
+            };
+            for (r, input) in results.iter_mut().zip(inputs) {
+                if let Ok(t) = r {
+                    t.id = input.id.clone();
+                    t.audio = input.audio.clone();
                 }
             }
-            Err(e) => {
-                for &i in &ok {
-                    results[i] = Err(e.clone());
-                }
-            }
-        }
-        stats.audio_seconds = audio
-            .iter()
-            .filter_map(|a| a.as_ref().ok())
-            .map(|a| a.len() as f64 / f64::from(dicta_audio::SAMPLE_RATE))
-            .sum();
-        stats.wall_seconds = start.elapsed().as_secs_f64();
-        stats.rtfx = if stats.wall_seconds > 0.0 {
-            stats.audio_seconds / stats.wall_seconds
-        } else {
-            0.0
-        };
-        EngineOutput { results, stats }
+            finish_stats(&mut stats, start);
+            EngineOutput { results, stats }
+        })
     }
+
+    /// CTC: the joined `[T, V]` log-probs of each input, exactly what the decoder would see
+    /// (planned, batched and stitched as [`Engine::transcribe`] does, but not decoded).
+    /// Errors (`InvalidInput`) for a Whisper engine.
+    pub fn ctc_log_probs(&self, inputs: &[Input]) -> Result<(Vec<Result<LogProbs>>, Stats)> {
+        let Backend::Ctc(c) = &self.backend else {
+            return Err(Error::invalid_input(
+                "ctc_log_probs needs a CTC model; this engine runs Whisper",
+            ));
+        };
+        Ok(self.in_pool(|| {
+            let start = Instant::now();
+            let (audio, decode_seconds) = decode_all(inputs);
+            let mut stats = Stats {
+                inputs: inputs.len(),
+                decode_seconds,
+                ..Stats::default()
+            };
+            let results = c.log_probs(audio, &self.config, &self.acoustic, &mut stats);
+            finish_stats(&mut stats, start);
+            (results, stats)
+        }))
+    }
+
+    fn in_pool<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        match &self.pool {
+            Some(p) => p.install(f),
+            None => f(),
+        }
+    }
+}
+
+/// Decodes every input on the current rayon pool; returns the samples and the seconds spent.
+fn decode_all(inputs: &[Input]) -> (Vec<Result<Vec<f32>>>, f64) {
+    let t = Instant::now();
+    let audio = inputs.par_iter().map(load_audio).collect();
+    (audio, t.elapsed().as_secs_f64())
+}
+
+fn finish_stats(stats: &mut Stats, start: Instant) {
+    stats.wall_seconds = start.elapsed().as_secs_f64();
+    stats.rtfx = if stats.wall_seconds > 0.0 {
+        stats.audio_seconds / stats.wall_seconds
+    } else {
+        0.0
+    };
+    stats.peak_rss_bytes = peak_rss_bytes();
+}
+
+/// The process's peak resident set size (`VmHWM`), where the OS reports it (Linux).
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
 }
 
 fn load_audio(input: &Input) -> Result<Vec<f32>> {
@@ -200,13 +433,13 @@ fn load_audio(input: &Input) -> Result<Vec<f32>> {
         AudioSource::Samples(s) => {
             if s.is_empty() {
                 return Err(Error::new(
-                    dicta_core::ErrorKind::EmptyInput,
+                    ErrorKind::EmptyInput,
                     format!("{}: no samples", input.audio),
                 ));
             }
             if let Some(bad) = s.iter().position(|x| !x.is_finite()) {
                 return Err(Error::new(
-                    dicta_core::ErrorKind::CorruptInput,
+                    ErrorKind::CorruptInput,
                     format!("{}: sample {bad} is not finite", input.audio),
                 ));
             }

@@ -1,0 +1,197 @@
+//! `dicta serve`: the HTTP server over one resident engine.
+//!
+//! The server crate never links candle; this module adapts [`Engine`] to its [`Backend`] seam.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use dicta_core::{Error, Stats, Transcript};
+use dicta_engine::whisper::{DecodeOptions, Task};
+use dicta_engine::{AudioSource, Engine, EngineConfig, Input};
+use dicta_server::{Backend, BackendInput, BackendOutput, RequestOptions, ServerConfig};
+
+use crate::{fetch, Globals};
+
+/// `dicta serve …`
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Model folder or known name (fetched on first use).
+    #[arg(long, env = "DICTA_MODEL", default_value = fetch::DEFAULT_MODEL)]
+    pub model: String,
+    /// Address to bind (loopback by default; use 0.0.0.0 to listen on all interfaces).
+    #[arg(long, env = "DICTA_HOST", default_value = "127.0.0.1")]
+    pub host: String,
+    /// Port (0 picks a free one and prints it).
+    #[arg(long, env = "DICTA_PORT", default_value_t = 8000)]
+    pub port: u16,
+    /// Require `Authorization: Bearer <key>` on every route but /health.
+    #[arg(long, env = "DICTA_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+    /// How long a request waits for others to share a model batch (ms).
+    #[arg(long, default_value_t = 20)]
+    pub batch_wait_ms: u64,
+    /// Requests waiting at most; more are answered 503.
+    #[arg(long, default_value_t = 32)]
+    pub max_queue: usize,
+    /// Requests coalesced into one engine call at most.
+    #[arg(long, default_value_t = 8)]
+    pub max_group: usize,
+    /// Largest request body (MiB); larger ones are answered 413.
+    #[arg(long, default_value_t = 64)]
+    pub max_body_mib: u64,
+    /// Inputs per /transcribe request at most.
+    #[arg(long, default_value_t = 16)]
+    pub max_inputs: usize,
+    /// Longest audio per input (seconds).
+    #[arg(long, default_value_t = 3600.0)]
+    pub max_audio_seconds: f64,
+    /// A request taking longer is answered 504 (seconds).
+    #[arg(long, default_value_t = 600.0)]
+    pub request_timeout_s: f64,
+    /// Windows per model call.
+    #[arg(long, default_value_t = 8)]
+    pub batch_size: usize,
+    /// Beam size (1 = greedy).
+    #[arg(long, default_value_t = 5)]
+    pub beam_size: usize,
+    /// CPU threads for the model (default: all cores).
+    #[arg(long, env = "DICTA_THREADS")]
+    pub threads: Option<usize>,
+}
+
+/// Adapts the engine to the server's backend seam.
+struct EngineBackend {
+    engine: Engine,
+    name: String,
+}
+
+impl EngineBackend {
+    fn options_for(&self, r: &RequestOptions) -> DecodeOptions {
+        let mut o = self.engine.config().decode.clone();
+        o.language = r.language.clone().or(o.language);
+        o.initial_prompt = r.prompt.clone().or(o.initial_prompt);
+        // OpenAI's temperature 0 means "decide for me": keep the fallback schedule.
+        if let Some(t) = r.temperature.filter(|&t| t > 0.0) {
+            o.temperatures = vec![t];
+        }
+        o.task = match r.task {
+            dicta_server::Task::Transcribe => Task::Transcribe,
+            dicta_server::Task::Translate => Task::Translate,
+        };
+        o
+    }
+}
+
+impl Backend for EngineBackend {
+    fn transcribe(&self, inputs: Vec<BackendInput>) -> BackendOutput {
+        // One engine call per distinct option set: inputs of a call share decoding options.
+        let mut groups: Vec<(RequestOptions, Vec<usize>)> = Vec::new();
+        for (i, input) in inputs.iter().enumerate() {
+            match groups.iter_mut().find(|(o, _)| *o == input.options) {
+                Some((_, idx)) => idx.push(i),
+                None => groups.push((input.options.clone(), vec![i])),
+            }
+        }
+        let mut results: Vec<Option<dicta_core::Result<Transcript>>> =
+            inputs.iter().map(|_| None).collect();
+        let mut inputs: Vec<Option<BackendInput>> = inputs.into_iter().map(Some).collect();
+        let mut stats = Stats::default();
+        for (opts, idx) in groups {
+            let batch: Vec<Input> = idx
+                .iter()
+                .map(|&i| {
+                    let input = inputs[i].take().expect("each input is in one group");
+                    Input {
+                        audio: input.id.clone(),
+                        id: input.id,
+                        source: AudioSource::Samples(input.samples),
+                    }
+                })
+                .collect();
+            let out = self
+                .engine
+                .transcribe_with(&batch, &self.options_for(&opts));
+            for (&i, r) in idx.iter().zip(out.results) {
+                results[i] = Some(r);
+            }
+            stats.absorb(out.stats);
+        }
+        BackendOutput {
+            results: results
+                .into_iter()
+                .map(|r| r.unwrap_or_else(|| Err(Error::internal("input was not transcribed"))))
+                .collect(),
+            stats,
+        }
+    }
+
+    fn model_name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn warm_up(&self) -> dicta_core::Result<()> {
+        // One real call through the whole path (features, encoder, decoder) so the first client
+        // does not pay for lazy initialisation.
+        let tone: Vec<f32> = (0..16_000).map(|i| 0.1 * (i as f32 * 0.05).sin()).collect();
+        let out = self.engine.transcribe_with(
+            &[Input::from_samples("warm-up", tone)],
+            &DecodeOptions::greedy(),
+        );
+        out.results
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| Err(Error::internal("no warm-up result")))?;
+        Ok(())
+    }
+
+    fn supports_translation(&self) -> bool {
+        self.engine
+            .whisper()
+            .is_some_and(|w| w.config.is_multilingual)
+    }
+}
+
+/// Runs `dicta serve` until SIGINT/SIGTERM; returns the exit code.
+pub fn run(args: &ServeArgs, g: &Globals) -> Result<u8> {
+    let model_dir: PathBuf = fetch::resolve_model(&args.model, &g.home, &g.python, true)?;
+    let config = EngineConfig {
+        batch_size: args.batch_size,
+        decode: DecodeOptions {
+            beam_size: args.beam_size,
+            ..DecodeOptions::default()
+        },
+        ..EngineConfig::default()
+    };
+    let engine = Engine::load(&model_dir, config)
+        .with_context(|| format!("cannot load the model in {}", model_dir.display()))?;
+    let name = args.model.clone();
+    let server = ServerConfig {
+        host: args.host.clone(),
+        port: args.port,
+        api_key: args.api_key.clone().filter(|k| !k.is_empty()),
+        batch_wait_ms: args.batch_wait_ms,
+        max_queue: args.max_queue,
+        max_group: args.max_group,
+        max_body_mib: args.max_body_mib,
+        max_inputs: args.max_inputs,
+        max_audio_seconds: args.max_audio_seconds,
+        request_timeout_s: args.request_timeout_s,
+        ..ServerConfig::default()
+    };
+    let backend: Arc<dyn Backend> = Arc::new(EngineBackend { engine, name });
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    rt.block_on(async move {
+        let bound = dicta_server::bind(server).await?;
+        // Printed (not logged) so scripts and tests can read the port chosen for --port 0.
+        println!("listening on http://{}", bound.local_addr());
+        bound.run(backend, dicta_server::shutdown_signal()).await
+    })?;
+    eprintln!("dicta serve: stopped");
+    Ok(0)
+}

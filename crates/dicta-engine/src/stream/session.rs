@@ -1,0 +1,335 @@
+//! The session API: a [`StreamEngine`] owns one loaded model and its worker thread; every
+//! [`Session`] opened on it shares them and keeps its own state (audio cache, decoder state).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use dicta_core::{Error, ErrorKind, Result};
+use dicta_decode::Vocabulary;
+use dicta_models::ctc::CtcModel;
+use dicta_models::whisper::Whisper;
+
+use super::chunker::{Chunk, ChunkGeometry};
+use super::ctc::{ChunkLogProbs, CtcBackend, CtcChunkModel, CtcSession, CtcStreamDecoder};
+use super::whisper::{WhisperBackend, WhisperChunkModel, WhisperGeometry, WhisperSession};
+use super::worker::{StreamModel, Worker, WorkerConfig, WorkerStats};
+use super::{EndpointOptions, Event};
+use crate::whisper::DecodeOptions;
+
+/// Settings of a stream engine.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamConfig {
+    /// Batching of the worker (B, max wait).
+    pub worker: WorkerConfig,
+    /// Most sessions open at once; opening one more fails with `Overloaded`.
+    pub max_sessions: usize,
+    /// New audio per model call in seconds (CTC chunk step / Whisper decode interval);
+    /// `None`: 0.64 s for CTC, 1.0 s for Whisper. Rounded to the model's frame / mel hop.
+    pub step_seconds: Option<f32>,
+    /// CTC left context in seconds (audio before the step that each chunk repeats).
+    pub left_context_seconds: f32,
+    /// Whisper: cut the buffer after confirmed segments once it is longer than this.
+    pub whisper_trim_seconds: f32,
+}
+
+impl Default for StreamConfig {
+    fn default() -> Self {
+        Self {
+            worker: WorkerConfig::default(),
+            max_sessions: 256,
+            step_seconds: None,
+            left_context_seconds: 1.28,
+            whisper_trim_seconds: 15.0,
+        }
+    }
+}
+
+/// Per-session options.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SessionOptions {
+    /// CTC endpointing (Whisper finalises by agreement).
+    pub endpoint: EndpointOptions,
+}
+
+#[derive(Clone)]
+enum Backend {
+    Ctc(Arc<CtcBackend>),
+    Whisper(Arc<WhisperBackend>),
+}
+
+impl Backend {
+    fn stats(&self) -> WorkerStats {
+        match self {
+            Backend::Ctc(b) => b.worker.stats(),
+            Backend::Whisper(b) => b.worker.stats(),
+        }
+    }
+
+    fn open_sessions(&self) -> usize {
+        match self {
+            Backend::Ctc(b) => b.worker.open_sessions(),
+            Backend::Whisper(b) => b.worker.open_sessions(),
+        }
+    }
+
+    fn opened(&self) {
+        match self {
+            Backend::Ctc(b) => b.worker.session_opened(),
+            Backend::Whisper(b) => b.worker.session_opened(),
+        }
+    }
+
+    fn closed(&self) {
+        match self {
+            Backend::Ctc(b) => b.worker.session_closed(),
+            Backend::Whisper(b) => b.worker.session_closed(),
+        }
+    }
+}
+
+/// One loaded model serving streaming sessions through one batching worker thread.
+pub struct StreamEngine {
+    backend: Backend,
+    max_sessions: usize,
+    next_id: AtomicU64,
+}
+
+impl StreamEngine {
+    /// A CTC stream engine over a loaded model; the chunk geometry comes from the model's front
+    /// end ([`ChunkGeometry::for_ctc`]).
+    pub fn ctc(
+        model: Arc<dyn CtcModel>,
+        decoder: CtcStreamDecoder,
+        config: StreamConfig,
+    ) -> Result<Self> {
+        let geometry = ChunkGeometry::for_ctc(
+            model.as_ref(),
+            config.step_seconds.unwrap_or(0.64),
+            config.left_context_seconds,
+        )?;
+        let vocab = Vocabulary::from_labels(&model.vocab().tokens)?;
+        Self::ctc_with_model(
+            Arc::new(CtcChunkModel::new(model)),
+            geometry,
+            vocab,
+            decoder,
+            config,
+        )
+    }
+
+    /// A CTC stream engine over any batched chunk model (e.g. one wrapping [`CtcChunkModel`]);
+    /// `vocab` must match the model's output columns.
+    pub fn ctc_with_model(
+        model: Arc<dyn StreamModel<Request = Chunk, Output = ChunkLogProbs>>,
+        geometry: ChunkGeometry,
+        vocab: Vocabulary,
+        decoder: CtcStreamDecoder,
+        config: StreamConfig,
+    ) -> Result<Self> {
+        let worker = Worker::spawn(model, config.worker, "dicta-stream-ctc")?;
+        let backend = CtcBackend {
+            worker,
+            geometry,
+            vocab,
+            decoder,
+        };
+        Ok(Self::with_backend(Backend::Ctc(Arc::new(backend)), &config))
+    }
+
+    /// A Whisper stream engine; `opts` apply to every decode (greedy recommended:
+    /// [`DecodeOptions::greedy`]).
+    pub fn whisper(model: Arc<Whisper>, opts: DecodeOptions, config: StreamConfig) -> Result<Self> {
+        let geometry = WhisperGeometry::for_whisper(
+            &model,
+            config.step_seconds.unwrap_or(1.0),
+            config.whisper_trim_seconds,
+        )?;
+        let chunk_model = WhisperChunkModel::new(model, opts)?;
+        let worker = Worker::spawn(Arc::new(chunk_model), config.worker, "dicta-stream-whisper")?;
+        let backend = WhisperBackend { worker, geometry };
+        Ok(Self::with_backend(
+            Backend::Whisper(Arc::new(backend)),
+            &config,
+        ))
+    }
+
+    fn with_backend(backend: Backend, config: &StreamConfig) -> Self {
+        Self {
+            backend,
+            max_sessions: config.max_sessions,
+            next_id: AtomicU64::new(1),
+        }
+    }
+
+    /// Opens a session sharing this engine's model and worker.
+    ///
+    /// Errors: `Overloaded` when `max_sessions` are open; `InvalidInput` for bad options.
+    pub fn open_session(&self, opts: SessionOptions) -> Result<Session> {
+        opts.endpoint.validate()?;
+        if self.backend.open_sessions() >= self.max_sessions {
+            return Err(Error::new(
+                ErrorKind::Overloaded,
+                format!(
+                    "max_sessions is {}, and {} sessions are open",
+                    self.max_sessions,
+                    self.backend.open_sessions()
+                ),
+            ));
+        }
+        self.backend.opened();
+        let core = match &self.backend {
+            Backend::Ctc(b) => Core::Ctc(CtcSession::new(Arc::clone(b), opts.endpoint)),
+            Backend::Whisper(b) => Core::Whisper(WhisperSession::new(Arc::clone(b))),
+        };
+        Ok(Session {
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            alive: Arc::new(AtomicBool::new(true)),
+            core: Arc::new(Mutex::new(core)),
+            backend: self.backend.clone(),
+        })
+    }
+
+    /// Sessions open now.
+    pub fn open_sessions(&self) -> usize {
+        self.backend.open_sessions()
+    }
+
+    /// The worker's counters (model calls, batch sizes).
+    pub fn stats(&self) -> WorkerStats {
+        self.backend.stats()
+    }
+
+    /// The CTC chunk geometry (`None` for Whisper).
+    pub fn chunk_geometry(&self) -> Option<ChunkGeometry> {
+        match &self.backend {
+            Backend::Ctc(b) => Some(b.geometry),
+            Backend::Whisper(_) => None,
+        }
+    }
+
+    /// The Whisper buffer geometry (`None` for CTC).
+    pub fn whisper_geometry(&self) -> Option<WhisperGeometry> {
+        match &self.backend {
+            Backend::Whisper(b) => Some(b.geometry),
+            Backend::Ctc(_) => None,
+        }
+    }
+}
+
+enum Core {
+    Ctc(CtcSession),
+    Whisper(WhisperSession),
+}
+
+impl Core {
+    fn feed(&mut self, id: u64, alive: &Arc<AtomicBool>, samples: &[f32]) -> Result<Vec<Event>> {
+        match self {
+            Core::Ctc(s) => s.feed(id, alive, samples),
+            Core::Whisper(s) => s.feed(id, alive, samples),
+        }
+    }
+
+    fn end(&mut self, id: u64, alive: &Arc<AtomicBool>) -> Result<Vec<Event>> {
+        match self {
+            Core::Ctc(s) => s.end(id, alive),
+            Core::Whisper(s) => s.end(id, alive),
+        }
+    }
+
+    fn reset(&mut self) {
+        match self {
+            Core::Ctc(s) => s.reset(),
+            Core::Whisper(s) => s.reset(),
+        }
+    }
+
+    fn buffered(&self) -> usize {
+        match self {
+            Core::Ctc(s) => s.buffered(),
+            Core::Whisper(s) => s.buffered(),
+        }
+    }
+}
+
+/// One live stream. `feed` returns only what is new; `end` flushes and resets, after which the
+/// session can be fed a new stream. Dropping it frees its slot and skips its queued requests.
+///
+/// A model-call error is returned by the `feed`/`end` that waited on it; the chunk is lost and
+/// the session stays usable.
+pub struct Session {
+    id: u64,
+    alive: Arc<AtomicBool>,
+    core: Arc<Mutex<Core>>,
+    backend: Backend,
+}
+
+fn lock(core: &Mutex<Core>) -> MutexGuard<'_, Core> {
+    core.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn check_samples(samples: &[f32]) -> Result<()> {
+    if let Some(i) = samples.iter().position(|s| !s.is_finite()) {
+        return Err(Error::invalid_input(format!(
+            "sample {i} of the block is not finite ({})",
+            samples[i]
+        )));
+    }
+    Ok(())
+}
+
+impl Session {
+    /// The session's id (unique within its engine).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Feeds a block of 16 kHz mono samples (any length); runs every chunk it completes and
+    /// returns the new events (partials and finals). Blocks the calling thread while the model
+    /// runs; use [`Session::feed_async`] on a tokio runtime.
+    pub fn feed(&mut self, samples: &[f32]) -> Result<Vec<Event>> {
+        check_samples(samples)?;
+        lock(&self.core).feed(self.id, &self.alive, samples)
+    }
+
+    /// Ends the stream: pads and flushes the audio not yet decoded (nothing when only decoded
+    /// audio remains), returns the final events and resets the session.
+    pub fn end(&mut self) -> Result<Vec<Event>> {
+        lock(&self.core).end(self.id, &self.alive)
+    }
+
+    /// Starts over: forgets audio and text without emitting anything.
+    pub fn reset(&mut self) {
+        lock(&self.core).reset();
+    }
+
+    /// Samples held in the session's buffers (audio cache and not-yet-decoded audio).
+    pub fn buffered_samples(&self) -> usize {
+        lock(&self.core).buffered()
+    }
+
+    /// [`Session::feed`] for async callers: the work runs on tokio's blocking pool, never on
+    /// the runtime's threads. Must be called inside a tokio runtime. If the future is dropped
+    /// the block is still processed, but its events are lost.
+    pub async fn feed_async(&mut self, samples: Vec<f32>) -> Result<Vec<Event>> {
+        check_samples(&samples)?;
+        let (core, id, alive) = (Arc::clone(&self.core), self.id, Arc::clone(&self.alive));
+        tokio::task::spawn_blocking(move || lock(&core).feed(id, &alive, &samples))
+            .await
+            .map_err(|e| Error::internal(format!("stream feed task failed: {e}")))?
+    }
+
+    /// [`Session::end`] for async callers (runs on tokio's blocking pool).
+    pub async fn end_async(&mut self) -> Result<Vec<Event>> {
+        let (core, id, alive) = (Arc::clone(&self.core), self.id, Arc::clone(&self.alive));
+        tokio::task::spawn_blocking(move || lock(&core).end(id, &alive))
+            .await
+            .map_err(|e| Error::internal(format!("stream end task failed: {e}")))?
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.alive.store(false, Ordering::SeqCst);
+        self.backend.closed();
+    }
+}

@@ -1,0 +1,331 @@
+//! Whisper streaming: the session re-decodes its unconfirmed audio buffer every `step` samples,
+//! confirms words with LocalAgreement-2 ([`LocalAgreement`]) and trims the buffer after
+//! confirmed segments, so each decode sees at most one 30 s window however long the stream. The
+//! decodes of many sessions are batched by the worker.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use dicta_audio::mel::MelConfig;
+use dicta_core::{Error, ErrorKind, Result, Transcript, Word};
+use dicta_models::whisper::Whisper;
+
+use super::agreement::LocalAgreement;
+use super::worker::{StreamModel, Worker};
+use super::{Event, EventKind, SAMPLE_RATE};
+use crate::whisper::{DecodeOptions, LongFormMode, WhisperTranscriber};
+
+/// Whisper as a [`StreamModel`]: one call decodes the buffers of many sessions as one batch.
+pub struct WhisperChunkModel {
+    model: Arc<Whisper>,
+    opts: DecodeOptions,
+}
+
+impl WhisperChunkModel {
+    /// Wraps a loaded model; `opts` apply to every decode (validated here).
+    pub fn new(model: Arc<Whisper>, opts: DecodeOptions) -> Result<Self> {
+        opts.validate()?;
+        Ok(Self { model, opts })
+    }
+}
+
+impl StreamModel for WhisperChunkModel {
+    type Request = Vec<f32>;
+    type Output = Transcript;
+
+    /// `requests`: audio buffers (16 kHz, at most one 30 s window each) → one transcript each.
+    fn forward_chunks(&self, requests: &[Vec<f32>]) -> Vec<Result<Transcript>> {
+        let all_err = |e: Error| requests.iter().map(|_| Err(e.clone())).collect();
+        let transcriber = match WhisperTranscriber::new(&self.model) {
+            Ok(t) => t,
+            Err(e) => return all_err(e),
+        };
+        let audios: Vec<&[f32]> = requests.iter().map(Vec::as_slice).collect();
+        match transcriber.transcribe(
+            &audios,
+            &self.opts,
+            LongFormMode::Sequential,
+            requests.len(),
+        ) {
+            Ok(out) => out.transcripts,
+            Err(e) => all_err(e),
+        }
+    }
+}
+
+/// Buffer geometry of Whisper streaming, in samples.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WhisperGeometry {
+    /// New samples between two decodes of the buffer (a whole number of mel hops).
+    pub step: usize,
+    /// Longest buffer one decode may see: the model's window (`n_audio_ctx` × 2 mel hops, 30 s).
+    pub max_buffer: usize,
+    /// Above this length the buffer is cut after the last confirmed segment.
+    pub trim: usize,
+}
+
+impl WhisperGeometry {
+    /// Geometry of `model`: the mel hop and the window length come from its front end and
+    /// encoder; `step_seconds` is rounded to whole hops; `trim_seconds` is clamped below the
+    /// window.
+    ///
+    /// Errors: `InvalidInput` for a step that is not positive or does not fit in the window.
+    pub fn for_whisper(model: &Whisper, step_seconds: f32, trim_seconds: f32) -> Result<Self> {
+        let hop = MelConfig::whisper(model.config.n_mels).hop_length;
+        // The encoder's two convolutions halve the mel frames: n_audio_ctx × 2 frames of `hop`.
+        let max_buffer = model.config.n_audio_ctx * 2 * hop;
+        let to_hops = |s: f32| (f64::from(s) * SAMPLE_RATE as f64 / hop as f64).round() as usize;
+        if !(step_seconds.is_finite() && step_seconds > 0.0) || to_hops(step_seconds) == 0 {
+            return Err(Error::invalid_input(format!(
+                "whisper step must be at least one mel hop ({hop} samples), got {step_seconds} s"
+            )));
+        }
+        let step = to_hops(step_seconds) * hop;
+        if step * 2 > max_buffer {
+            return Err(Error::invalid_input(format!(
+                "whisper step {step_seconds} s must be at most half the {} s window",
+                max_buffer / SAMPLE_RATE
+            )));
+        }
+        let trim = if trim_seconds.is_finite() && trim_seconds > 0.0 {
+            (to_hops(trim_seconds) * hop).min(max_buffer - step)
+        } else {
+            max_buffer - step
+        };
+        Ok(Self {
+            step,
+            max_buffer,
+            trim,
+        })
+    }
+}
+
+/// What all sessions of one Whisper stream engine share.
+pub(crate) struct WhisperBackend {
+    pub worker: Worker<Vec<f32>, Transcript>,
+    pub geometry: WhisperGeometry,
+}
+
+/// Per-session Whisper state.
+pub(crate) struct WhisperSession {
+    backend: Arc<WhisperBackend>,
+    /// Unconfirmed audio; `buffer[0]` is stream sample `buffer_start`.
+    buffer: Vec<f32>,
+    buffer_start: u64,
+    /// Received samples not yet in `buffer` (they join it a step at a time).
+    incoming: Vec<f32>,
+    agreement: LocalAgreement,
+    /// Absolute end times of the latest hypothesis' segments.
+    segment_ends: Vec<f64>,
+    last_partial: String,
+}
+
+impl WhisperSession {
+    pub fn new(backend: Arc<WhisperBackend>) -> Self {
+        Self {
+            backend,
+            buffer: Vec::new(),
+            buffer_start: 0,
+            incoming: Vec::new(),
+            agreement: LocalAgreement::new(),
+            segment_ends: Vec::new(),
+            last_partial: String::new(),
+        }
+    }
+
+    pub fn reset(&mut self) {
+        self.buffer.clear();
+        self.buffer_start = 0;
+        self.incoming.clear();
+        self.agreement = LocalAgreement::new();
+        self.segment_ends.clear();
+        self.last_partial.clear();
+    }
+
+    /// Samples held (buffer + not yet decoded).
+    pub fn buffered(&self) -> usize {
+        self.buffer.len() + self.incoming.len()
+    }
+
+    pub fn feed(
+        &mut self,
+        id: u64,
+        alive: &Arc<AtomicBool>,
+        samples: &[f32],
+    ) -> Result<Vec<Event>> {
+        self.incoming.extend_from_slice(samples);
+        let step = self.backend.geometry.step;
+        let mut events = Vec::new();
+        let mut taken = 0;
+        // Decode points are whole steps of the stream, so the block size never changes them.
+        while self.incoming.len() - taken >= step {
+            self.buffer
+                .extend_from_slice(&self.incoming[taken..taken + step]);
+            taken += step;
+            if let Err(e) = self.decode_step(id, alive, &mut events) {
+                self.incoming.drain(..taken);
+                return Err(e);
+            }
+        }
+        self.incoming.drain(..taken);
+        Ok(events)
+    }
+
+    pub fn end(&mut self, id: u64, alive: &Arc<AtomicBool>) -> Result<Vec<Event>> {
+        let mut events = Vec::new();
+        let result = if self.incoming.is_empty() {
+            // Only already-decoded audio remains: its hypothesis is the pending words.
+            Ok(())
+        } else {
+            let rest = std::mem::take(&mut self.incoming);
+            self.buffer.extend_from_slice(&rest);
+            self.decode_step(id, alive, &mut events)
+        };
+        if let Err(e) = result {
+            self.reset();
+            return Err(e);
+        }
+        let rest = self.agreement.flush();
+        if let Some(e) = final_event(rest) {
+            events.push(e);
+        }
+        self.reset();
+        Ok(events)
+    }
+
+    fn decode_step(
+        &mut self,
+        id: u64,
+        alive: &Arc<AtomicBool>,
+        events: &mut Vec<Event>,
+    ) -> Result<()> {
+        let offset = self.buffer_start as f64 / SAMPLE_RATE as f64;
+        let transcript = match self
+            .backend
+            .worker
+            .call(id, Arc::clone(alive), self.buffer.clone())
+        {
+            Ok(t) => Some(t),
+            // Too little audio for one mel frame: nothing to hear yet.
+            Err(e) if e.kind == ErrorKind::EmptyInput => None,
+            Err(e) => return Err(e),
+        };
+        let (words, ends) = transcript.map(|t| words_of(&t, offset)).unwrap_or_default();
+        self.segment_ends = ends;
+        let confirmed = self.agreement.insert(words);
+        if let Some(e) = final_event(confirmed) {
+            events.push(e);
+        }
+        self.trim(events);
+        let pending = join(self.agreement.pending());
+        if pending != self.last_partial {
+            if !pending.is_empty() {
+                events.push(make_event(EventKind::Partial, self.agreement.pending()));
+            }
+            self.last_partial = pending;
+        }
+        Ok(())
+    }
+
+    /// Cuts the buffer after the last segment that ends inside the confirmed text once it is
+    /// longer than `trim`; forces a cut (confirming what is pending) when the next step would
+    /// not fit in the model's window.
+    fn trim(&mut self, events: &mut Vec<Event>) {
+        let g = self.backend.geometry;
+        let start = self.buffer_start as f64 / SAMPLE_RATE as f64;
+        let committed = self.agreement.committed_end();
+        let mut cut: Option<f64> = None;
+        if self.buffer.len() > g.trim {
+            cut = self
+                .segment_ends
+                .iter()
+                .copied()
+                .filter(|&e| e <= committed + 1e-6 && e > start)
+                .reduce(f64::max);
+        }
+        if cut.is_none() && self.buffer.len() + g.step > g.max_buffer {
+            if committed > start + 1.0 {
+                cut = Some(committed);
+            } else {
+                let forced = self.agreement.flush();
+                let end = forced.last().map_or(f64::INFINITY, |w| w.end);
+                if let Some(e) = final_event(forced) {
+                    events.push(e);
+                }
+                self.last_partial.clear();
+                cut = Some(end);
+            }
+        }
+        if let Some(cut) = cut {
+            let drop = ((cut - start) * SAMPLE_RATE as f64).round().max(0.0) as usize;
+            let drop = drop.min(self.buffer.len());
+            self.buffer.drain(..drop);
+            self.buffer_start += drop as u64;
+            self.agreement
+                .buffer_starts_at(self.buffer_start as f64 / SAMPLE_RATE as f64);
+            tracing::debug!(
+                cut,
+                kept = self.buffer.len(),
+                "whisper stream buffer trimmed"
+            );
+        }
+    }
+}
+
+/// Words of a transcript with absolute times, and its segments' absolute ends. Segments without
+/// word timings get their words spread over the segment by character count.
+fn words_of(t: &Transcript, offset: f64) -> (Vec<Word>, Vec<f64>) {
+    let mut words = Vec::new();
+    let mut ends = Vec::new();
+    for seg in &t.segments {
+        ends.push(offset + seg.end);
+        if !seg.words.is_empty() {
+            words.extend(seg.words.iter().map(|w| Word {
+                word: w.word.trim().to_string(),
+                start: offset + w.start,
+                end: offset + w.end,
+                probability: w.probability,
+            }));
+            continue;
+        }
+        let parts: Vec<&str> = seg.text.split_whitespace().collect();
+        let total: usize = parts.iter().map(|p| p.chars().count()).sum();
+        let span = (seg.end - seg.start).max(0.0);
+        let mut at = 0usize;
+        for p in parts {
+            let n = p.chars().count();
+            let s = seg.start + span * at as f64 / total.max(1) as f64;
+            at += n;
+            let e = seg.start + span * at as f64 / total.max(1) as f64;
+            words.push(Word {
+                word: p.to_string(),
+                start: offset + s,
+                end: offset + e,
+                probability: None,
+            });
+        }
+    }
+    (words, ends)
+}
+
+fn join(words: &[Word]) -> String {
+    words
+        .iter()
+        .map(|w| w.word.as_str())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn make_event(kind: EventKind, words: &[Word]) -> Event {
+    Event {
+        kind,
+        text: join(words),
+        start: words.first().map_or(0.0, |w| w.start),
+        end: words.last().map_or(0.0, |w| w.end),
+        words: words.to_vec(),
+    }
+}
+
+fn final_event(words: Vec<Word>) -> Option<Event> {
+    (!words.is_empty()).then(|| make_event(EventKind::Final, &words))
+}
