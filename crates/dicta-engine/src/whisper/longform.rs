@@ -180,9 +180,21 @@ pub fn merge_windows(windows: &[(f64, f64, Vec<WindowSegment>)]) -> Vec<MergedSe
             let covered_to = words
                 .last()
                 .map_or(ov_start, |x| windows[x.window].2[x.segment].end);
-            let cut = ((ov_start + prev_end) / 2.0).min(covered_to.max(ov_start));
+            let mid = (ov_start + prev_end) / 2.0;
+            let cut = mid.min(covered_to.max(ov_start));
+            // When the earlier window fell silent before the midpoint, a later segment that
+            // straddles the cut holds speech the earlier window missed. Word times inside a
+            // segment are only spread by characters, so cutting through it by time would drop
+            // its first words: take such a segment whole.
+            let from_b = if covered_to < mid {
+                new.iter()
+                    .position(|x| windows[w].2[x.segment].end > cut)
+                    .unwrap_or(new.len())
+            } else {
+                new.iter().position(|x| x.time >= cut).unwrap_or(new.len())
+            };
             words.retain(|x| x.time < cut);
-            words.extend(new.into_iter().filter(|x| x.time >= cut));
+            words.extend(new.into_iter().skip(from_b));
         }
     }
     // Regroup consecutive words of the same window segment.
@@ -312,5 +324,22 @@ mod tests {
         assert!(text.starts_with("aaa bbb ccc"));
         assert!(text.contains("zzz www"));
         assert!(!text.contains("fff"));
+    }
+
+    #[test]
+    fn segment_straddling_an_early_stop_is_kept_whole() {
+        // Window 0 (250-280 s) stops talking at 276.44 s; window 1 (275-305 s) hears a sentence
+        // from 275 s that window 0 missed. Its spread word times put "we must find" before
+        // 276.44 s, yet none of it may be dropped.
+        let w0 = vec![seg(270.0, 276.44, " go forward ten meters")];
+        let w1 = vec![
+            seg(275.0, 279.0, " we must find a new home in the stars"),
+            seg(279.0, 283.0, " and then some"),
+        ];
+        let m = merge_windows(&[(250.0, 280.0, w0), (275.0, 305.0, w1)]);
+        assert_eq!(
+            joined(&m),
+            "go forward ten meters we must find a new home in the stars and then some"
+        );
     }
 }
