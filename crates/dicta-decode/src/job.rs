@@ -2,7 +2,7 @@
 //! (`[T, V]` float32 `.npy`, as pyctcdecode users save logits) and write one JSON line each.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use dicta_core::{Error, ErrorKind, Result};
@@ -85,30 +85,11 @@ pub fn build_decoder(job: &DecodeJob) -> Result<Option<BeamDecoder>> {
         DecoderKind::Beam => {
             let fusion = match &job.lm {
                 None => None,
-                Some(path) => {
-                    let t0 = std::time::Instant::now();
-                    let lm = Arc::new(NgramLm::from_path(path)?);
-                    tracing::info!(
-                        path = %path.display(),
-                        order = lm.order(),
-                        words = lm.vocab_size(),
-                        seconds = t0.elapsed().as_secs_f64(),
-                        "loaded n-gram LM"
-                    );
-                    let unigrams = match &job.unigrams {
-                        None => Unigrams::FromLm,
-                        Some(p) => Unigrams::List(
-                            std::fs::read_to_string(p)
-                                .map_err(|e| Error::from(e).context(p.display()))?
-                                .lines()
-                                .map(str::trim)
-                                .filter(|l| !l.is_empty())
-                                .map(String::from)
-                                .collect(),
-                        ),
-                    };
-                    Some(Arc::new(LmFusion::new(lm, job.weights, unigrams)))
-                }
+                Some(path) => Some(Arc::new(load_lm_fusion(
+                    path,
+                    job.unigrams.as_deref(),
+                    job.weights,
+                )?)),
             };
             Ok(Some(BeamDecoder::new(vocab, fusion, job.beam.clone())?))
         }
@@ -141,4 +122,31 @@ pub fn run_decode_job(job: &DecodeJob, out: &mut dyn Write) -> Result<()> {
         writeln!(out, "{line}").map_err(|e| Error::new(ErrorKind::Io, e.to_string()))?;
     }
     Ok(())
+}
+
+/// Loads an n-gram LM (ARPA, .arpa.gz or Sphinx .lm.bin) and the unigram list for partial-word
+/// scoring (one word per line; `None` takes the LM's own vocabulary), ready for the beam decoder.
+pub fn load_lm_fusion(lm: &Path, unigrams: Option<&Path>, weights: LmWeights) -> Result<LmFusion> {
+    let t0 = std::time::Instant::now();
+    let model = Arc::new(NgramLm::from_path(lm)?);
+    tracing::info!(
+        path = %lm.display(),
+        order = model.order(),
+        words = model.vocab_size(),
+        seconds = t0.elapsed().as_secs_f64(),
+        "loaded n-gram LM"
+    );
+    let unigrams = match unigrams {
+        None => Unigrams::FromLm,
+        Some(p) => Unigrams::List(
+            std::fs::read_to_string(p)
+                .map_err(|e| Error::from(e).context(p.display()))?
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .map(String::from)
+                .collect(),
+        ),
+    };
+    Ok(LmFusion::new(model, weights, unigrams))
 }

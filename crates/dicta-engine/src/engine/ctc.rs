@@ -25,8 +25,7 @@ use std::time::Instant;
 use candle_core::Device;
 use dicta_core::{Error, Result, Segment, Stats, Transcript, Word};
 use dicta_decode::{
-    greedy_decode, BeamConfig, BeamDecoder, Hypothesis, LmFusion, LmWeights, LogProbs, NgramLm,
-    Unigrams, Vocabulary,
+    greedy_decode, BeamConfig, BeamDecoder, Hypothesis, LmFusion, LmWeights, LogProbs, Vocabulary,
 };
 use dicta_models::ctc::{load_ctc_model, CtcModel};
 
@@ -498,28 +497,7 @@ fn fail_items<R>(
 }
 
 fn load_fusion(path: &Path, opts: &CtcOptions) -> Result<LmFusion> {
-    let t0 = Instant::now();
-    let lm = Arc::new(NgramLm::from_path(path)?);
-    tracing::info!(
-        path = %path.display(),
-        order = lm.order(),
-        words = lm.vocab_size(),
-        seconds = t0.elapsed().as_secs_f64(),
-        "loaded n-gram LM"
-    );
-    let unigrams = match &opts.unigrams {
-        None => Unigrams::FromLm,
-        Some(p) => Unigrams::List(
-            std::fs::read_to_string(p)
-                .map_err(|e| Error::from(e).context(p.display()))?
-                .lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty())
-                .map(String::from)
-                .collect(),
-        ),
-    };
-    Ok(LmFusion::new(lm, opts.lm_weights, unigrams))
+    dicta_decode::job::load_lm_fusion(path, opts.unigrams.as_deref(), opts.lm_weights)
 }
 
 /// Groups words into segments, starting a new one after a silence of at least `pause` seconds
