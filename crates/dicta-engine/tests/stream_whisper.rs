@@ -3,46 +3,23 @@
 //! The model: $DICTA_TEST_MODEL_DIR (a missing model there is a failure) or
 //! /work/models/tiny.en-ct2; without either these tests skip with a note.
 
-use std::path::PathBuf;
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
-use candle_core::Device;
 use dicta_engine::stream::{
     Event, EventKind, SessionOptions, StreamConfig, StreamEngine, WorkerConfig,
 };
 use dicta_engine::whisper::{DecodeOptions, LongFormMode, WhisperTranscriber};
 use dicta_models::whisper::Whisper;
 
+mod whisper_common;
+
 fn load_model() -> Option<Arc<Whisper>> {
-    let has_model =
-        |dir: &PathBuf| dir.join("model.bin").is_file() || dir.join("model.safetensors").is_file();
-    let dir = match std::env::var_os("DICTA_TEST_MODEL_DIR").map(PathBuf::from) {
-        Some(dir) => {
-            assert!(
-                has_model(&dir),
-                "DICTA_TEST_MODEL_DIR={} holds no Whisper model",
-                dir.display()
-            );
-            dir
-        }
-        None => PathBuf::from("/work/models/tiny.en-ct2"),
-    };
-    if !has_model(&dir) {
-        eprintln!(
-            "note: no Whisper model at {} (set DICTA_TEST_MODEL_DIR); skipping",
-            dir.display()
-        );
-        return None;
-    }
-    Some(Arc::new(
-        Whisper::load(&dir, &Device::Cpu).expect("load model"),
-    ))
+    whisper_common::load_model().map(Arc::new)
 }
 
 fn speech(rel: &str) -> Vec<f32> {
-    let p = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data")).join(rel);
-    dicta_audio::decode::load_path(&p).expect("shared speech data")
+    whisper_common::load_wav(rel)
 }
 
 const JFK: &str = "openai_whisper/jfk.16k.wav";

@@ -1,11 +1,12 @@
 //! OpenAI response formats: `json`, `text`, `srt`, `vtt`, `verbose_json`.
 
-use std::fmt::Write as _;
 use std::str::FromStr;
 
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+// Subtitle layouts are shared with the CLI's output files.
+use dicta_core::format::{to_srt as srt, to_vtt as vtt};
 use dicta_core::{Error, Result, Segment, Transcript};
 use serde_json::{json, Value};
 
@@ -136,49 +137,6 @@ pub(crate) fn verbose_json(t: &Transcript, task: Task, g: Granularity) -> Value 
         v["words"] = Value::Array(words);
     }
     v
-}
-
-/// `HH:MM:SS{sep}mmm`, rounding to the millisecond.
-fn timestamp(seconds: f64, sep: char) -> String {
-    let ms = (seconds.max(0.0) * 1000.0).round() as u64;
-    format!(
-        "{:02}:{:02}:{:02}{sep}{:03}",
-        ms / 3_600_000,
-        ms / 60_000 % 60,
-        ms / 1000 % 60,
-        ms % 1000
-    )
-}
-
-/// SubRip: numbered cues from 1, `,` before milliseconds, blank line after each cue.
-pub(crate) fn srt(segments: &[Segment]) -> String {
-    let mut out = String::new();
-    for (i, s) in segments.iter().enumerate() {
-        let _ = write!(
-            out,
-            "{}\n{} --> {}\n{}\n\n",
-            i + 1,
-            timestamp(s.start, ','),
-            timestamp(s.end, ','),
-            s.text.trim()
-        );
-    }
-    out
-}
-
-/// WebVTT: `WEBVTT` header, `.` before milliseconds.
-pub(crate) fn vtt(segments: &[Segment]) -> String {
-    let mut out = String::from("WEBVTT\n\n");
-    for s in segments {
-        let _ = write!(
-            out,
-            "{} --> {}\n{}\n\n",
-            timestamp(s.start, '.'),
-            timestamp(s.end, '.'),
-            s.text.trim()
-        );
-    }
-    out
 }
 
 #[cfg(test)]
