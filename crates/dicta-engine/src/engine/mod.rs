@@ -233,8 +233,9 @@ impl ModelFamily {
 }
 
 enum Backend {
-    Whisper(Box<Whisper>),
-    Ctc(Box<ctc::CtcBackend>),
+    // Arc: streaming sessions share the loaded weights with offline calls.
+    Whisper(std::sync::Arc<Whisper>),
+    Ctc(std::sync::Arc<ctc::CtcBackend>),
 }
 
 /// A loaded model plus its default settings; shareable across threads.
@@ -270,9 +271,11 @@ impl Engine {
                 }
                 let whisper = Whisper::load(model_dir, &Device::Cpu)?;
                 tracing::info!(model = %model_dir.display(), format = ?whisper.format, "model loaded");
-                Backend::Whisper(Box::new(whisper))
+                Backend::Whisper(std::sync::Arc::new(whisper))
             }
-            ModelFamily::Ctc => Backend::Ctc(Box::new(ctc::CtcBackend::load(model_dir, &config)?)),
+            ModelFamily::Ctc => Backend::Ctc(std::sync::Arc::new(ctc::CtcBackend::load(
+                model_dir, &config,
+            )?)),
         };
         Ok(Self {
             backend,
