@@ -1,7 +1,8 @@
 //! Audio input and feature front ends for Dicta (no tensor library here).
 //!
 //! - [`decode`]: files/bytes (WAV, FLAC, MP3, OGG/Vorbis) and raw PCM → mono f32.
-//! - [`resample`]: band-limited resampling to 16 kHz.
+//! - [`resample`]: resampling to 16 kHz exactly as FFmpeg's libswresample does (the reference
+//!   pipelines of Whisper users), plus a higher-quality sinc resampler.
 //! - [`mel`]: Whisper's log-mel spectrogram.
 
 pub mod decode;

@@ -1,10 +1,11 @@
-//! Resampler parity with soxr / scipy.signal.resample_poly, plus alignment invariants.
+//! The high-quality resampler (`resample_sinc`): parity with soxr / scipy.signal.resample_poly,
+//! plus alignment invariants.
 
 mod decode_support;
 
 use decode_support::{fixture, npy, snr_db};
 use dicta_audio::decode::decode_path;
-use dicta_audio::resample::{output_len, resample};
+use dicta_audio::resample::{resample_sinc as resample, sinc_output_len as output_len};
 
 /// Edges excluded from SNR comparisons: both references and ours treat the signal as zero
 /// outside, but their filters differ in length, so the first/last few ms differ legitimately.

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use decode_support::{shared_data, Rng};
 use dicta_audio::decode::{decode_bytes, decode_path};
-use dicta_audio::resample::resample;
+use dicta_audio::resample::{resample, resample_sinc};
 
 fn noise(n: usize) -> Vec<f32> {
     let mut rng = Rng(42);
@@ -42,14 +42,19 @@ fn measure_resample_and_decode_throughput() {
     let minutes = 10.0;
     for from in [44_100u32, 22_050, 48_000, 8000] {
         let x = noise((from as f64 * 60.0 * minutes) as usize);
-        let t = Instant::now();
-        let y = resample(&x, from, 16_000).unwrap();
-        let s = t.elapsed().as_secs_f64();
-        println!(
-            "resample {from} -> 16000: {minutes} min in {s:.2} s ({:.0}x real time, {} samples)",
-            minutes * 60.0 / s,
-            y.len()
-        );
+        for (name, f) in [
+            ("resample (swr)", resample as fn(&[f32], u32, u32) -> _),
+            ("resample_sinc", resample_sinc),
+        ] {
+            let t = Instant::now();
+            let y = f(&x, from, 16_000).unwrap();
+            let s = t.elapsed().as_secs_f64();
+            println!(
+                "{name} {from} -> 16000: {minutes} min in {s:.2} s ({:.0}x real time, {} samples)",
+                minutes * 60.0 / s,
+                y.len()
+            );
+        }
     }
     let frames = (44_100.0 * 60.0 * minutes) as usize;
     let wav = wav_bytes(2, 44_100, frames);

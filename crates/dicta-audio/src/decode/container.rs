@@ -1,4 +1,4 @@
-//! Container decoding through symphonia (WAV, FLAC, MP3, OGG/Vorbis), down-mixed to mono.
+//! Container decoding through symphonia (WAV, FLAC, MP3, OGG/Vorbis) into per-channel planes.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -13,13 +13,19 @@ use symphonia::core::meta::MetadataOptions;
 use symphonia::core::probe::Hint;
 use symphonia::core::sample::Sample;
 
-use super::Audio;
+/// Decoded audio before down-mixing: one plane per channel, all of the same length.
+pub(super) struct Decoded {
+    pub planes: Vec<Vec<f32>>,
+    pub sample_rate: u32,
+    /// 8- or 16-bit integer PCM (FFmpeg down-mixes those with integer arithmetic).
+    pub int16: bool,
+}
 
-/// Decodes `source` (`byte_len` bytes long, used only to size buffers sensibly) into mono audio.
+/// Decodes `source` (`byte_len` bytes long, used only to size buffers sensibly) into planes.
 ///
 /// symphonia is not hardened against every malformed stream; a panic inside it is caught here
 /// and reported as `CorruptInput` so that one bad upload cannot take a worker down.
-pub(super) fn decode(source: Box<dyn MediaSource>, byte_len: u64, name: &str) -> Result<Audio> {
+pub(super) fn decode(source: Box<dyn MediaSource>, byte_len: u64, name: &str) -> Result<Decoded> {
     match catch_unwind(AssertUnwindSafe(|| {
         decode_unguarded(source, byte_len, name)
     })) {
@@ -39,7 +45,11 @@ pub(super) fn decode(source: Box<dyn MediaSource>, byte_len: u64, name: &str) ->
     }
 }
 
-fn decode_unguarded(mut source: Box<dyn MediaSource>, byte_len: u64, name: &str) -> Result<Audio> {
+fn decode_unguarded(
+    mut source: Box<dyn MediaSource>,
+    byte_len: u64,
+    name: &str,
+) -> Result<Decoded> {
     let known_magic = starts_with_known_magic(&mut *source)
         .map_err(|e| Error::new(ErrorKind::Io, format!("{name}: cannot read: {e}")))?;
     let mut hint = Hint::new();
@@ -114,7 +124,8 @@ fn decode_unguarded(mut source: Box<dyn MediaSource>, byte_len: u64, name: &str)
     // plausibly hold (a lying header must not trigger a huge allocation).
     let declared = params.n_frames;
     let reserve = declared.unwrap_or(0).min(byte_len.saturating_mul(2)) as usize;
-    let mut samples: Vec<f32> = Vec::with_capacity(reserve);
+    let mut planes: Vec<Vec<f32>> = Vec::new();
+    let mut int16 = false;
 
     loop {
         let packet = match format.next_packet() {
@@ -149,11 +160,23 @@ fn decode_unguarded(mut source: Box<dyn MediaSource>, byte_len: u64, name: &str)
                 ),
             ));
         }
-        append_mono(&decoded, &mut samples, name, sample_rate)?;
+        if planes.is_empty() {
+            planes = (0..decoded.spec().channels.count().max(1))
+                .map(|_| Vec::with_capacity(reserve))
+                .collect();
+            int16 = matches!(
+                decoded,
+                AudioBufferRef::U8(_)
+                    | AudioBufferRef::S8(_)
+                    | AudioBufferRef::U16(_)
+                    | AudioBufferRef::S16(_)
+            );
+        }
+        append_planes(&decoded, &mut planes, name, sample_rate)?;
     }
 
     if let Some(n) = declared {
-        let have = samples.len() as u64;
+        let have = planes.first().map_or(0, Vec::len) as u64;
         // PCM and FLAC headers state the exact length. MP3 (Xing/LAME or a bitrate estimate)
         // and Vorbis (last granule) lengths matched the decoded length exactly on every real
         // file tried, but an estimate can be off for VBR files without a Xing header, so lossy
@@ -174,7 +197,7 @@ fn decode_unguarded(mut source: Box<dyn MediaSource>, byte_len: u64, name: &str)
             ));
         }
     }
-    if samples.is_empty() {
+    if planes.first().is_none_or(Vec::is_empty) {
         return Err(Error::new(
             ErrorKind::EmptyInput,
             format!("{name}: the file contains no audio samples"),
@@ -186,10 +209,11 @@ fn decode_unguarded(mut source: Box<dyn MediaSource>, byte_len: u64, name: &str)
             "the decoded audio does not match the file's checksum",
         ));
     }
-    samples.shrink_to_fit();
-    Ok(Audio {
-        samples,
+    planes.iter_mut().for_each(Vec::shrink_to_fit);
+    Ok(Decoded {
+        planes,
         sample_rate,
+        int16,
     })
 }
 
@@ -263,59 +287,53 @@ fn codec_name(codec: CodecType) -> String {
         .unwrap_or_else(|| format!("{codec:?}"))
 }
 
-/// Appends the mean of all channels of `buf` to `out`, rejecting non-finite float samples.
-fn append_mono(buf: &AudioBufferRef<'_>, out: &mut Vec<f32>, name: &str, rate: u32) -> Result<()> {
-    let start = out.len();
+/// Appends each channel of `buf` to its plane in `out`, rejecting non-finite float samples.
+fn append_planes(
+    buf: &AudioBufferRef<'_>,
+    out: &mut [Vec<f32>],
+    name: &str,
+    rate: u32,
+) -> Result<()> {
+    if buf.spec().channels.count().max(1) != out.len() {
+        return Err(Error::new(
+            ErrorKind::UnsupportedFormat,
+            format!("{name}: the channel count changes mid-stream"),
+        ));
+    }
+    let start = out[0].len();
     match buf {
-        AudioBufferRef::U8(b) => mix(b, out),
-        AudioBufferRef::U16(b) => mix(b, out),
-        AudioBufferRef::U24(b) => mix(b, out),
-        AudioBufferRef::U32(b) => mix(b, out),
-        AudioBufferRef::S8(b) => mix(b, out),
-        AudioBufferRef::S16(b) => mix(b, out),
-        AudioBufferRef::S24(b) => mix(b, out),
-        AudioBufferRef::S32(b) => mix(b, out),
-        AudioBufferRef::F32(b) => mix(b, out),
-        AudioBufferRef::F64(b) => mix(b, out),
+        AudioBufferRef::U8(b) => copy(b, out),
+        AudioBufferRef::U16(b) => copy(b, out),
+        AudioBufferRef::U24(b) => copy(b, out),
+        AudioBufferRef::U32(b) => copy(b, out),
+        AudioBufferRef::S8(b) => copy(b, out),
+        AudioBufferRef::S16(b) => copy(b, out),
+        AudioBufferRef::S24(b) => copy(b, out),
+        AudioBufferRef::S32(b) => copy(b, out),
+        AudioBufferRef::F32(b) => copy(b, out),
+        AudioBufferRef::F64(b) => copy(b, out),
     }
     // Integer samples are always finite; floats (and f64 values beyond f32's range) may not be.
     if matches!(buf, AudioBufferRef::F32(_) | AudioBufferRef::F64(_)) {
-        if let Some(i) = out[start..].iter().position(|s| !s.is_finite()) {
-            let at = start + i;
-            return Err(corrupt(
-                name,
-                format!(
-                    "sample {at} (at {:.3} s) is not finite (NaN or infinity); such input is rejected",
-                    at as f64 / rate as f64
-                ),
-            ));
+        for plane in out.iter() {
+            if let Some(i) = plane[start..].iter().position(|s| !s.is_finite()) {
+                let at = start + i;
+                return Err(corrupt(
+                    name,
+                    format!(
+                        "sample {at} (at {:.3} s) is not finite (NaN or infinity); such input is rejected",
+                        at as f64 / rate as f64
+                    ),
+                ));
+            }
         }
     }
     Ok(())
 }
 
-/// Down-mixes one decoded buffer: `out += mean over channels`, channel by channel so each pass
-/// streams through one contiguous plane.
-fn mix<S: Sample + IntoSample<f32>>(buf: &AudioBuffer<S>, out: &mut Vec<f32>) {
-    let planes = buf.planes();
-    let planes = planes.planes();
-    let Some((first, rest)) = planes.split_first() else {
-        return;
-    };
-    let start = out.len();
-    out.extend(first.iter().map(|&s| s.into_sample()));
-    if rest.is_empty() {
-        return;
-    }
-    let mixed = &mut out[start..];
-    for plane in rest {
-        for (o, &s) in mixed.iter_mut().zip(plane.iter()) {
-            let v: f32 = s.into_sample();
-            *o += v;
-        }
-    }
-    let n = planes.len() as f32;
-    for o in mixed.iter_mut() {
-        *o /= n;
+/// Appends every plane of one decoded buffer to the matching output plane.
+fn copy<S: Sample + IntoSample<f32>>(buf: &AudioBuffer<S>, out: &mut [Vec<f32>]) {
+    for (plane, o) in buf.planes().planes().iter().zip(out.iter_mut()) {
+        o.extend(plane.iter().map(|&s| -> f32 { s.into_sample() }));
     }
 }

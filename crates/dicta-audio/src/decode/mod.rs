@@ -2,7 +2,8 @@
 //!
 //! - [`decode_bytes`] / [`decode_path`]: WAV (PCM 8/16/24/32-bit int, 32/64-bit float), FLAC,
 //!   MP3 and OGG/Vorbis via symphonia, down-mixed to mono at the file's own rate ([`Audio`]).
-//! - [`load_bytes`] / [`load_path`]: the same, resampled to [`crate::SAMPLE_RATE`].
+//! - [`load_bytes`] / [`load_owned`] / [`load_path`]: the same at [`crate::SAMPLE_RATE`], exactly
+//!   as faster-whisper's `decode_audio` converts it (see [`crate::resample`]).
 //! - [`load_raw_pcm`]: headerless little-endian mono PCM ([`PcmEncoding`]).
 //!
 //! Every failure is a typed [`dicta_core::Error`] whose message starts with the input's name:
@@ -25,7 +26,7 @@ use dicta_core::{Error, ErrorKind, Result};
 
 pub use pcm::{decode_raw_pcm, PcmEncoding};
 
-use crate::resample::resample;
+use crate::resample::{quantize_i16, resample, to_mono_like_ffmpeg};
 use crate::SAMPLE_RATE;
 
 /// Decoded audio: mono samples at the recording's native rate, nominally in [-1, 1].
@@ -46,14 +47,18 @@ impl Audio {
         self.samples.len() as f64 / self.sample_rate as f64
     }
 
-    /// Converts to mono samples at [`SAMPLE_RATE`], resampling only when needed (no copy when the
-    /// audio is already at 16 kHz).
+    /// Converts to mono samples at [`SAMPLE_RATE`] as faster-whisper's `decode_audio` does
+    /// (libswresample's default resampler, then 16-bit quantisation; see
+    /// [`crate::resample`]), so transcripts match those of Whisper's reference pipelines.
+    /// 16-bit input already at 16 kHz passes through bit-exact (no copy).
     pub fn into_16k(self) -> Result<Vec<f32>> {
-        if self.sample_rate == SAMPLE_RATE {
-            Ok(self.samples)
+        let mut out = if self.sample_rate == SAMPLE_RATE {
+            self.samples
         } else {
-            resample(&self.samples, self.sample_rate, SAMPLE_RATE)
-        }
+            resample(&self.samples, self.sample_rate, SAMPLE_RATE)?
+        };
+        quantize_i16(&mut out);
+        Ok(out)
     }
 }
 
@@ -68,6 +73,10 @@ pub fn decode_bytes(bytes: &[u8], name: &str) -> Result<Audio> {
 
 /// Like [`decode_bytes`], taking ownership of the buffer (no copy).
 pub fn decode_owned(bytes: Vec<u8>, name: &str) -> Result<Audio> {
+    decode_owned_planes(bytes, name).map(mono)
+}
+
+fn decode_owned_planes(bytes: Vec<u8>, name: &str) -> Result<container::Decoded> {
     if bytes.is_empty() {
         return Err(empty(name));
     }
@@ -77,6 +86,10 @@ pub fn decode_owned(bytes: Vec<u8>, name: &str) -> Result<Audio> {
 
 /// Decodes a file from disk (streamed, not read into memory first), down-mixed to mono.
 pub fn decode_path(path: &Path) -> Result<Audio> {
+    decode_path_planes(path).map(mono)
+}
+
+fn decode_path_planes(path: &Path) -> Result<container::Decoded> {
     let name = path.display().to_string();
     let file = std::fs::File::open(path)
         .map_err(|e| Error::new(ErrorKind::Io, format!("{name}: cannot open: {e}")))?;
@@ -90,14 +103,51 @@ pub fn decode_path(path: &Path) -> Result<Audio> {
     container::decode(Box::new(file), len, &name)
 }
 
-/// Decodes a file from disk and returns mono samples at 16 kHz, ready for the models.
+/// Decodes a file from disk and returns mono samples at 16 kHz, ready for the models: the
+/// samples faster-whisper's `decode_audio` returns for the same file (each channel resampled
+/// as libswresample does, down-mixed, quantised to 16 bits; see [`crate::resample`]).
 pub fn load_path(path: &Path) -> Result<Vec<f32>> {
-    decode_path(path)?.into_16k()
+    to_16k(decode_path_planes(path)?)
 }
 
-/// Decodes a file held in memory and returns mono samples at 16 kHz.
+/// Decodes a file held in memory and returns mono samples at 16 kHz (as [`load_path`]).
 pub fn load_bytes(bytes: &[u8], name: &str) -> Result<Vec<f32>> {
-    decode_bytes(bytes, name)?.into_16k()
+    load_owned(bytes.to_vec(), name)
+}
+
+/// Like [`load_bytes`], taking ownership of the buffer (no copy).
+pub fn load_owned(bytes: Vec<u8>, name: &str) -> Result<Vec<f32>> {
+    to_16k(decode_owned_planes(bytes, name)?)
+}
+
+/// Multichannel input is resampled channel by channel before the down-mix, as swr does, so the
+/// result matches the reference bit for bit (mixing first differs by 1 LSB here and there).
+fn to_16k(d: container::Decoded) -> Result<Vec<f32>> {
+    if let [_] = d.planes.as_slice() {
+        return mono(d).into_16k();
+    }
+    to_mono_like_ffmpeg(&d.planes, d.sample_rate, SAMPLE_RATE, d.int16)
+}
+
+/// Down-mixes decoded planes to the mean of the channels.
+fn mono(d: container::Decoded) -> Audio {
+    let sample_rate = d.sample_rate;
+    let mut planes = d.planes.into_iter();
+    let mut samples = planes.next().unwrap_or_default();
+    let mut count = 1.0f32;
+    for plane in planes {
+        for (o, v) in samples.iter_mut().zip(&plane) {
+            *o += v;
+        }
+        count += 1.0;
+    }
+    if count > 1.0 {
+        samples.iter_mut().for_each(|o| *o /= count);
+    }
+    Audio {
+        samples,
+        sample_rate,
+    }
 }
 
 /// Interprets headerless little-endian mono PCM at `sample_rate` and returns mono samples at
