@@ -8,9 +8,13 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use clap::Args;
 use dicta_core::{Error, Stats, Transcript};
+use dicta_engine::stream::{Event, EventKind, Session, SessionOptions};
 use dicta_engine::whisper::{DecodeOptions, Task};
 use dicta_engine::{AudioSource, Engine, EngineConfig, Input};
-use dicta_server::{Backend, BackendInput, BackendOutput, RequestOptions, ServerConfig};
+use dicta_server::{
+    Backend, BackendInput, BackendOutput, RequestOptions, ServerConfig, StreamEvent,
+    StreamEventKind, StreamOptions, StreamSession,
+};
 
 use crate::{fetch, Globals};
 
@@ -50,6 +54,12 @@ pub struct ServeArgs {
     /// A request taking longer is answered 504 (seconds).
     #[arg(long, default_value_t = 600.0)]
     pub request_timeout_s: f64,
+    /// WebSocket streams (GET /v1/stream) open at once at most; more are answered 503.
+    #[arg(long, default_value_t = 16)]
+    pub max_streams: usize,
+    /// Audio seconds one WebSocket stream may send at most (over all its utterances).
+    #[arg(long, default_value_t = 3600.0)]
+    pub max_stream_seconds: f64,
     /// Windows per model call.
     #[arg(long, default_value_t = 8)]
     pub batch_size: usize,
@@ -59,6 +69,9 @@ pub struct ServeArgs {
     /// CPU threads for the model (default: all cores).
     #[arg(long, env = "DICTA_THREADS")]
     pub threads: Option<usize>,
+    /// Whisper weights: float32, or int8 (decoder weights quantised; needs a CPU with VNNI).
+    #[arg(long, env = "DICTA_COMPUTE_TYPE", default_value = "float32", value_parser = crate::transcribe_cmd::parse_compute_type)]
+    pub compute_type: dicta_models::whisper::ComputeType,
 }
 
 /// Adapts the engine to the server's backend seam.
@@ -76,6 +89,7 @@ impl EngineBackend {
         if let Some(t) = r.temperature.filter(|&t| t > 0.0) {
             o.temperatures = vec![t];
         }
+        o.word_timestamps = r.word_timestamps;
         o.task = match r.task {
             dicta_server::Task::Transcribe => Task::Transcribe,
             dicta_server::Task::Translate => Task::Translate,
@@ -151,6 +165,57 @@ impl Backend for EngineBackend {
             .whisper()
             .is_some_and(|w| w.config.is_multilingual)
     }
+
+    fn supports_streaming(&self) -> bool {
+        true
+    }
+
+    fn open_stream(&self, options: StreamOptions) -> dicta_core::Result<Box<dyn StreamSession>> {
+        if let Some(lang) = &options.language {
+            // Stream sessions decode with the engine's options; a per-session language would
+            // need its own decode options in the shared worker.
+            let engine_lang = self.engine.config().decode.language.as_deref();
+            let english_only = !self.supports_translation();
+            if engine_lang != Some(lang.as_str()) && !(english_only && lang == "en") {
+                return Err(Error::invalid_input(format!(
+                    "language {lang:?} cannot be chosen per stream: streams decode in the \
+                     server's language ({})",
+                    engine_lang.unwrap_or("detected by the model")
+                )));
+            }
+        }
+        let session = self.engine.open_session(SessionOptions::default())?;
+        Ok(Box::new(EngineStream(session)))
+    }
+}
+
+/// A live session of the engine behind the server's stream seam.
+struct EngineStream(Session);
+
+fn stream_events(events: Vec<Event>) -> Vec<StreamEvent> {
+    events
+        .into_iter()
+        .map(|e| StreamEvent {
+            kind: match e.kind {
+                EventKind::Partial => StreamEventKind::Partial,
+                EventKind::Final => StreamEventKind::Final,
+            },
+            text: e.text,
+            start: e.start,
+            end: e.end,
+            words: e.words,
+        })
+        .collect()
+}
+
+impl StreamSession for EngineStream {
+    fn feed(&mut self, samples: &[f32]) -> dicta_core::Result<Vec<StreamEvent>> {
+        self.0.feed(samples).map(stream_events)
+    }
+
+    fn end(&mut self) -> dicta_core::Result<Vec<StreamEvent>> {
+        self.0.end().map(stream_events)
+    }
 }
 
 /// Runs `dicta serve` until SIGINT/SIGTERM; returns the exit code.
@@ -162,6 +227,7 @@ pub fn run(args: &ServeArgs, g: &Globals) -> Result<u8> {
             beam_size: args.beam_size,
             ..DecodeOptions::default()
         },
+        compute_type: args.compute_type,
         ..EngineConfig::default()
     };
     let engine = Engine::load(&model_dir, config)
@@ -178,6 +244,8 @@ pub fn run(args: &ServeArgs, g: &Globals) -> Result<u8> {
         max_inputs: args.max_inputs,
         max_audio_seconds: args.max_audio_seconds,
         request_timeout_s: args.request_timeout_s,
+        max_streams: args.max_streams,
+        max_stream_seconds: args.max_stream_seconds,
         ..ServerConfig::default()
     };
     let backend: Arc<dyn Backend> = Arc::new(EngineBackend { engine, name });
@@ -194,4 +262,40 @@ pub fn run(args: &ServeArgs, g: &Globals) -> Result<u8> {
     })?;
     eprintln!("dicta serve: stopped");
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dicta_core::Word;
+
+    /// The server promises clients the engine's event JSON, field for field.
+    #[test]
+    fn stream_events_serialise_like_engine_events() {
+        for kind in [EventKind::Partial, EventKind::Final] {
+            let event = Event {
+                kind,
+                text: "hello world".into(),
+                start: 0.5,
+                end: 1.25,
+                words: vec![
+                    Word {
+                        word: "hello".into(),
+                        start: 0.5,
+                        end: 0.9,
+                        probability: Some(0.75),
+                    },
+                    Word {
+                        word: "world".into(),
+                        start: 0.9,
+                        end: 1.25,
+                        probability: None,
+                    },
+                ],
+            };
+            let engine = serde_json::to_value(&event).unwrap();
+            let server = serde_json::to_value(&stream_events(vec![event])[0]).unwrap();
+            assert_eq!(engine, server);
+        }
+    }
 }

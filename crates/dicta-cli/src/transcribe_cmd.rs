@@ -10,6 +10,7 @@ use dicta_core::{format, Stats, Transcript};
 use dicta_decode::{job::parse_hotword, BeamConfig, LmWeights};
 use dicta_engine::whisper::{DecodeOptions, LongFormMode, Task};
 use dicta_engine::{CtcDecoderKind, CtcOptions, Engine, EngineConfig, Input};
+use dicta_models::whisper::ComputeType;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -84,6 +85,10 @@ pub struct TranscribeArgs {
     /// CPU threads for the model (default: all cores).
     #[arg(long, env = "DICTA_THREADS")]
     pub threads: Option<usize>,
+    /// Whisper weights: float32, or int8 (decoder weights quantised; needs an x86 CPU with
+    /// AVX512-VNNI/AVX-VNNI, otherwise float32 is used with a warning).
+    #[arg(long, env = "DICTA_COMPUTE_TYPE", default_value = "float32", value_parser = parse_compute_type)]
+    pub compute_type: ComputeType,
     /// Long-form mode for recordings over 30 s.
     #[arg(long, value_enum, default_value_t = LongForm::Sequential)]
     pub long_form: LongForm,
@@ -141,6 +146,10 @@ pub struct TranscribeArgs {
     /// Decode without timestamps (one segment per window).
     #[arg(long)]
     pub without_timestamps: bool,
+    /// Whisper: word-level timestamps (faster-whisper's `word_timestamps`); words appear in
+    /// json / verbose_json output.
+    #[arg(long)]
+    pub word_timestamps: bool,
     /// Hide the progress bar.
     #[arg(long)]
     pub quiet: bool,
@@ -172,6 +181,7 @@ pub fn run(args: &TranscribeArgs, g: &Globals) -> Result<u8> {
         condition_on_previous_text: !args.no_condition_on_previous_text,
         initial_prompt: args.initial_prompt.clone(),
         without_timestamps: args.without_timestamps,
+        word_timestamps: args.word_timestamps,
         language: args.language.clone(),
         task: if args.translate {
             Task::Translate
@@ -204,6 +214,9 @@ pub fn run(args: &TranscribeArgs, g: &Globals) -> Result<u8> {
         // main() already sized the global pools from --threads.
         threads: None,
         ctc,
+        stream: Default::default(),
+        lookahead_windows: None,
+        compute_type: args.compute_type,
     };
     if let Err(e) = config.validate() {
         eprintln!("dicta transcribe: {}", e.message);
@@ -421,4 +434,9 @@ fn write_results(
             Ok(())
         }
     }
+}
+
+/// Parses `--compute-type` (float32 | int8).
+pub(crate) fn parse_compute_type(s: &str) -> std::result::Result<ComputeType, String> {
+    s.parse::<ComputeType>().map_err(|e| e.message)
 }

@@ -91,13 +91,17 @@ pub struct Stats {
     pub wall_seconds: f64,
     /// audio_seconds / wall_seconds.
     pub rtfx: f64,
-    /// Seconds spent decoding and resampling audio.
+    /// Seconds spent decoding and resampling audio, summed over the threads doing it. These
+    /// four are busy times of stages that overlap (audio decoding and the CTC decoder run while
+    /// the model does), so they can add up to more than `wall_seconds`.
     pub decode_seconds: f64,
-    /// Seconds spent computing features.
+    /// Seconds spent computing features outside model calls (0 where the model computes its
+    /// own: wav2vec2 normalises inside its call, Whisper's log-mel is in `model_seconds`).
     pub features_seconds: f64,
-    /// Seconds spent in model calls.
+    /// Seconds spent in model calls (Whisper: log-mel, encoder and the token loop).
     pub model_seconds: f64,
-    /// Seconds spent in the decoder (token search / CTC decoding).
+    /// Seconds spent in the decoder outside model calls (CTC decoding of joined log-probs,
+    /// summed over decode workers).
     pub decoder_seconds: f64,
     /// Number of windows planned.
     pub windows: usize,
@@ -117,6 +121,10 @@ pub struct Stats {
     /// Peak resident set size in bytes, when measured.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub peak_rss_bytes: Option<u64>,
+    /// Seconds the model loop sat waiting for decoded audio (audio decoding runs ahead of the
+    /// model on other threads; this is what it failed to hide, the first inputs included).
+    #[serde(default)]
+    pub input_wait_seconds: f64,
 }
 
 impl Stats {
@@ -130,6 +138,7 @@ impl Stats {
         self.features_seconds += other.features_seconds;
         self.model_seconds += other.model_seconds;
         self.decoder_seconds += other.decoder_seconds;
+        self.input_wait_seconds += other.input_wait_seconds;
         self.windows += other.windows;
         self.frames += other.frames;
         self.padded_frames += other.padded_frames;

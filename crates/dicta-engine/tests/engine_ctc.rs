@@ -473,6 +473,75 @@ fn a_broken_input_fails_only_its_own_entry() {
     assert_eq!(out.results[5].as_ref().unwrap().text, texts(&alone)[1]);
 }
 
+/// Audio decoding runs ahead of the model in rounds of `lookahead_windows` windows: the round
+/// size changes which windows share a batch, never a result, and results keep input order with
+/// broken inputs failing in place.
+#[test]
+fn look_ahead_changes_no_result_and_keeps_input_order() {
+    let clips = clips();
+    let mut inputs: Vec<Input> = clips
+        .iter()
+        .map(|(id, a)| Input::from_samples(id.clone(), a.clone()))
+        .collect();
+    inputs.insert(3, Input::from_path("/nonexistent/dicta-lookahead.wav"));
+    inputs.insert(6, Input::from_samples("long", speech(12.0)));
+    inputs.insert(8, Input::from_samples("nan", vec![0.1, f32::NAN]));
+    let ids: Vec<&str> = inputs.iter().map(|i| i.id.as_str()).collect();
+    let run = |lookahead: Option<usize>| {
+        let e = engine(
+            &layer_dir(),
+            EngineConfig {
+                lookahead_windows: lookahead,
+                ..short_windows(4)
+            },
+        );
+        (e.transcribe(&inputs), e.ctc_log_probs(&inputs).unwrap().0)
+    };
+    // Every input decoded before the model starts: one schedule over all windows.
+    let (all, all_lp) = run(Some(usize::MAX));
+    assert!(all.results[3].is_err());
+    assert_eq!(
+        all.results[8].as_ref().unwrap_err().kind,
+        ErrorKind::CorruptInput
+    );
+    for lookahead in [Some(1), None] {
+        let (out, lp) = run(lookahead);
+        for (k, (a, b)) in out.results.iter().zip(&all.results).enumerate() {
+            match (a, b) {
+                (Ok(a), Ok(b)) => {
+                    assert_eq!(a.id, ids[k], "input order");
+                    assert_eq!(a.text, b.text, "input {k}, look-ahead {lookahead:?}");
+                    assert_eq!(a.segments, b.segments);
+                }
+                (Err(a), Err(b)) => assert_eq!(a.kind, b.kind),
+                _ => panic!("input {k}: {a:?} vs {b:?}"),
+            }
+        }
+        for (a, b) in lp.iter().zip(&all_lp) {
+            if let (Ok(a), Ok(b)) = (a, b) {
+                let d = max_abs_diff(a.as_slice(), b.as_slice());
+                assert!(d < 1e-4, "look-ahead {lookahead:?}: {d}");
+            }
+        }
+        assert_eq!(out.stats.windows, all.stats.windows);
+        assert_eq!(out.stats.frames, all.stats.frames);
+        assert!((out.stats.audio_seconds - all.stats.audio_seconds).abs() < 1e-9);
+        assert!(out.stats.decode_seconds > 0.0);
+        if lookahead == Some(1) {
+            // One recording per round: no batch mixes recordings, so more (smaller) batches.
+            assert!(out.stats.batch_sizes.len() > all.stats.batch_sizes.len());
+        }
+    }
+    assert!(texts_ok(&all).iter().any(|t| !t.is_empty()));
+}
+
+fn texts_ok(out: &dicta_engine::EngineOutput) -> Vec<String> {
+    out.results
+        .iter()
+        .filter_map(|r| r.as_ref().ok().map(|t| t.text.clone()))
+        .collect()
+}
+
 #[test]
 fn settings_are_validated_with_their_names() {
     let bad = |cfg: EngineConfig| Engine::load(&layer_dir(), cfg).err().unwrap().message;
@@ -486,6 +555,11 @@ fn settings_are_validated_with_their_names() {
         ..EngineConfig::default()
     })
     .contains("decode_workers"));
+    assert!(bad(EngineConfig {
+        lookahead_windows: Some(0),
+        ..EngineConfig::default()
+    })
+    .contains("lookahead_windows"));
     assert!(bad(EngineConfig {
         max_padding_fraction: 1.5,
         ..EngineConfig::default()
@@ -529,13 +603,17 @@ fn one_hour_recording_stays_within_memory() {
         ),
     ] {
         let e = engine(&dir, cfg);
+        // Measure this call's peak, not the test's own making of the hour (Linux; elsewhere
+        // the process peak is an upper bound).
+        let _ = std::fs::write("/proc/self/clear_refs", "5");
         let out = e.transcribe(&[Input::from_path(&wav)]);
         let t = out.results[0].as_ref().unwrap();
         let s = &out.stats;
         let rss = s.peak_rss_bytes.unwrap_or(0) as f64 / 1e9;
         println!(
             "{name}: {:.0} s audio, {} windows, {} batches, wall {:.1} s, RTFx {:.1}, model {:.1} s, \
-             decoder {:.1} s, audio decode {:.1} s, peak RSS {rss:.2} GB, {} chars",
+             decoder {:.1} s, audio decode {:.1} s, waited for audio {:.1} s, peak RSS {rss:.2} GB, \
+             {} chars",
             s.audio_seconds,
             s.windows,
             s.batch_sizes.len(),
@@ -544,6 +622,7 @@ fn one_hour_recording_stays_within_memory() {
             s.model_seconds,
             s.decoder_seconds,
             s.decode_seconds,
+            s.input_wait_seconds,
             t.text.len()
         );
         assert!((t.duration - 3600.0).abs() < 1e-6);

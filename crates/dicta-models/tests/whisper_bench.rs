@@ -80,3 +80,293 @@ fn projection_layouts() {
         }
     }
 }
+
+/// Median seconds of `reps` calls of `f` after one warm-up call.
+fn median_secs(reps: usize, mut f: impl FnMut()) -> f64 {
+    f();
+    let mut v: Vec<f64> = (0..reps)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed().as_secs_f64()
+        })
+        .collect();
+    v.sort_by(f64::total_cmp);
+    v[reps / 2]
+}
+
+#[test]
+#[ignore = "timing report; run explicitly"]
+fn linear_f32_vs_q8() {
+    use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
+    use candle_core::Module;
+    // tiny.en shapes: fused qkv, out/cross, fc1, fc2, vocabulary projection.
+    let shapes = [
+        (384usize, 1152usize),
+        (384, 384),
+        (384, 1536),
+        (1536, 384),
+        (384, 51864),
+    ];
+    for m in [1usize, 8, 1500] {
+        for &(k, n) in &shapes {
+            if m == 1500 && n == 51864 {
+                continue;
+            }
+            let w = Tensor::randn(0f32, 0.05, (n, k), &Device::Cpu).unwrap();
+            let x = Tensor::randn(0f32, 1.0, (m, k), &Device::Cpu).unwrap();
+            let q = QMatMul::from_qtensor(QTensor::quantize(&w, GgmlDType::Q8_0).unwrap()).unwrap();
+            let reps = if m == 1500 { 5 } else { 50 };
+            let t32 = median_secs(reps, || {
+                let y = if m <= 16 {
+                    w.matmul(&x.t().unwrap()).unwrap().t().unwrap()
+                } else {
+                    x.matmul(&w.t().unwrap()).unwrap()
+                };
+                std::hint::black_box(y);
+            });
+            let t8 = median_secs(reps, || {
+                std::hint::black_box(q.forward(&x).unwrap());
+            });
+            // Zero-padded to k % 256 == 0 and n % 16 == 0 (candle's repacked int8 kernels).
+            let (kp, np) = (k.div_ceil(256) * 256, n.div_ceil(16) * 16);
+            let wp = w
+                .pad_with_zeros(1, 0, kp - k)
+                .unwrap()
+                .pad_with_zeros(0, 0, np - n)
+                .unwrap();
+            let qp =
+                QMatMul::from_qtensor(QTensor::quantize(&wp, GgmlDType::Q8_0).unwrap()).unwrap();
+            let t8p = median_secs(reps, || {
+                let xp = x.pad_with_zeros(1, 0, kp - k).unwrap();
+                std::hint::black_box(qp.forward(&xp).unwrap().narrow(1, 0, n).unwrap());
+            });
+            eprintln!(
+                "m={m:5} {k:5}→{n:6}: f32 {:8.3} ms  q8_0 {:8.3} ms  q8_0 padded {:8.3} ms  ratio f32/q8 {:.2} f32/q8p {:.2}",
+                t32 * 1e3,
+                t8 * 1e3,
+                t8p * 1e3,
+                t32 / t8,
+                t32 / t8p
+            );
+        }
+    }
+}
+
+/// Encoder + teacher-forced decode of `steps` tokens for 8 windows: fp32 vs int8, interleaved.
+#[test]
+#[ignore = "timing report; run explicitly"]
+fn whisper_fp32_vs_int8() {
+    use dicta_models::whisper::{ComputeType, LoadOptions, Whisper};
+    let Some(dir) = model_dir() else { return };
+    let load =
+        |ct| Whisper::load_with(&dir, &Device::Cpu, &LoadOptions { compute_type: ct }).unwrap();
+    let models = [load(ComputeType::Float32), load(ComputeType::Int8)];
+    let mel3 = mel();
+    let n = 8;
+    let rows: Vec<Tensor> = (0..n).map(|i| mel3.i(i % 3..i % 3 + 1).unwrap()).collect();
+    let mel = Tensor::cat(&rows, 0).unwrap();
+    let steps = 100;
+    let mut totals = [[0f64; 3]; 2];
+    let reps = 3;
+    for rep in 0..=reps {
+        for (mi, m) in models.iter().enumerate() {
+            let s = &m.config.special;
+            let t = Instant::now();
+            let enc = m.encode(&mel).unwrap();
+            let t_enc = t.elapsed().as_secs_f64();
+            let t = Instant::now();
+            let mut cache = m.new_cache(&enc).unwrap();
+            m.decode_last(&prompt(&[s.sot, s.no_timestamps], n), &mut cache)
+                .unwrap();
+            for i in 0..steps {
+                let tok =
+                    Tensor::from_vec(vec![(300 + i) as u32; n], (n, 1), &Device::Cpu).unwrap();
+                m.decode_last(&tok, &mut cache).unwrap();
+            }
+            let t_dec = t.elapsed().as_secs_f64();
+            eprintln!(
+                "rep {rep} {}: encode {:.0} ms, decode {steps} steps {:.0} ms ({:.2} ms/step)",
+                m.compute_type(),
+                t_enc * 1e3,
+                t_dec * 1e3,
+                t_dec * 1e3 / steps as f64
+            );
+            if rep > 0 {
+                totals[mi][0] += t_enc;
+                totals[mi][1] += t_dec;
+                totals[mi][2] += t_enc + t_dec;
+            }
+        }
+    }
+    eprintln!(
+        "fp32/int8 time ratios over {reps} reps: encode {:.2}, decode {:.2}, total {:.2}",
+        totals[0][0] / totals[1][0],
+        totals[0][1] / totals[1][1],
+        totals[0][2] / totals[1][2]
+    );
+}
+
+/// Decode steps only (8 rows, one encoded window repeated), for profiling with `perf`.
+#[test]
+#[ignore = "timing report; run explicitly"]
+fn decode_steps_profile() {
+    use dicta_models::whisper::{ComputeType, LoadOptions, Whisper};
+    let Some(dir) = model_dir() else { return };
+    for ct in [ComputeType::Int8, ComputeType::Float32] {
+        let m = Whisper::load_with(&dir, &Device::Cpu, &LoadOptions { compute_type: ct }).unwrap();
+        let s = &m.config.special;
+        let n = 8;
+        let enc1 = m.encode(&mel().i(0..1).unwrap()).unwrap();
+        let enc = Tensor::cat(&vec![enc1; n], 0).unwrap();
+        let t = Instant::now();
+        let mut cache = m.new_cache(&enc).unwrap();
+        let t_cross = t.elapsed().as_secs_f64();
+        m.decode_last(&prompt(&[s.sot, s.no_timestamps], n), &mut cache)
+            .unwrap();
+        let steps = 150;
+        let t = Instant::now();
+        for i in 0..steps {
+            let tok = Tensor::from_vec(vec![(300 + i) as u32; n], (n, 1), &Device::Cpu).unwrap();
+            m.decode_last(&tok, &mut cache).unwrap();
+        }
+        eprintln!(
+            "{ct}: cross K/V {:.0} ms, {:.2} ms/step (8 rows)",
+            t_cross * 1e3,
+            t.elapsed().as_secs_f64() * 1e3 / steps as f64
+        );
+    }
+}
+
+/// Cross-attention layouts for one decoder step (8 rows, tiny.en: 6 heads × 64, 1500 frames).
+#[test]
+#[ignore = "timing report; run explicitly"]
+fn cross_attention_layouts() {
+    let (w, h, t, dh) = (8usize, 6usize, 1500usize, 64usize);
+    let dev = Device::Cpu;
+    let k = Tensor::randn(0f32, 1.0, (w, h, t, dh), &dev).unwrap();
+    let v = Tensor::randn(0f32, 1.0, (w, h, t, dh), &dev).unwrap();
+    let kt = k.transpose(2, 3).unwrap().contiguous().unwrap();
+    let vt = v.transpose(2, 3).unwrap().contiguous().unwrap();
+    let q = Tensor::randn(0f32, 1.0, (w, h, 1, dh), &dev).unwrap();
+    let sm = candle_nn::ops::softmax_last_dim;
+    let r = 30;
+    let a = median_secs(r, || {
+        let p = sm(&q.matmul(&k.t().unwrap()).unwrap()).unwrap();
+        std::hint::black_box(p.matmul(&v).unwrap());
+    });
+    let b = median_secs(r, || {
+        let s = k
+            .matmul(&q.t().unwrap())
+            .unwrap()
+            .reshape((w, h, 1, t))
+            .unwrap();
+        let p = sm(&s).unwrap();
+        std::hint::black_box(p.matmul(&v).unwrap());
+    });
+    let c = median_secs(r, || {
+        let p = sm(&q.matmul(&kt).unwrap()).unwrap();
+        std::hint::black_box(p.matmul(&v).unwrap());
+    });
+    let d = median_secs(r, || {
+        let s = k
+            .matmul(&q.t().unwrap())
+            .unwrap()
+            .reshape((w, h, 1, t))
+            .unwrap();
+        let p = sm(&s).unwrap();
+        std::hint::black_box(vt.matmul(&p.t().unwrap()).unwrap());
+    });
+    let qk = median_secs(r, || {
+        std::hint::black_box(q.matmul(&k.t().unwrap()).unwrap());
+    });
+    let kq = median_secs(r, || {
+        std::hint::black_box(k.matmul(&q.t().unwrap()).unwrap());
+    });
+    let s = q.matmul(&k.t().unwrap()).unwrap();
+    let smx = median_secs(r, || {
+        std::hint::black_box(sm(&s).unwrap());
+    });
+    let p = sm(&s).unwrap();
+    let pv = median_secs(r, || {
+        std::hint::black_box(p.matmul(&v).unwrap());
+    });
+    let vp = median_secs(r, || {
+        std::hint::black_box(vt.matmul(&p.t().unwrap()).unwrap());
+    });
+    let (k16, v16) = (
+        k.to_dtype(candle_core::DType::F16).unwrap(),
+        v.to_dtype(candle_core::DType::F16).unwrap(),
+    );
+    let f16 = median_secs(r, || {
+        let q16 = q.to_dtype(candle_core::DType::F16).unwrap();
+        let s = q16
+            .matmul(&k16.t().unwrap())
+            .unwrap()
+            .to_dtype(candle_core::DType::F32)
+            .unwrap();
+        let p = sm(&s).unwrap().to_dtype(candle_core::DType::F16).unwrap();
+        std::hint::black_box(
+            p.matmul(&v16)
+                .unwrap()
+                .to_dtype(candle_core::DType::F32)
+                .unwrap(),
+        );
+    });
+    eprintln!("f16 K/V: {:.2} ms", f16 * 1e3);
+    eprintln!(
+        "per layer: q·kᵀ+p·v {:.2} ms | k·qᵀ+p·v {:.2} ms | q·kt+p·v {:.2} ms | k·qᵀ+vt·pᵀ {:.2} ms",
+        a * 1e3,
+        b * 1e3,
+        c * 1e3,
+        d * 1e3
+    );
+    eprintln!(
+        "parts: q·kᵀ {:.2} k·qᵀ {:.2} softmax {:.2} p·v {:.2} vt·pᵀ {:.2} ms",
+        qk * 1e3,
+        kq * 1e3,
+        smx * 1e3,
+        pv * 1e3,
+        vp * 1e3
+    );
+}
+
+/// Encoder only (one window, 5 times), for profiling with `perf`.
+#[test]
+#[ignore = "timing report; run explicitly"]
+fn encoder_profile() {
+    let Some(m) = model() else { return };
+    let mel = mel().i(0..1).unwrap();
+    let t = median_secs(5, || {
+        std::hint::black_box(m.encode(&mel).unwrap());
+    });
+    eprintln!("encode one window: {:.0} ms", t * 1e3);
+}
+
+/// Encoder only, fp32 vs int8 interleaved (one window, 6 rounds).
+#[test]
+#[ignore = "timing report; run explicitly"]
+fn encoder_fp32_vs_int8() {
+    use dicta_models::whisper::{ComputeType, LoadOptions, Whisper};
+    let Some(dir) = model_dir() else { return };
+    let load =
+        |ct| Whisper::load_with(&dir, &Device::Cpu, &LoadOptions { compute_type: ct }).unwrap();
+    let models = [load(ComputeType::Float32), load(ComputeType::Int8)];
+    let mel = mel().i(0..1).unwrap();
+    let mut tot = [0f64; 2];
+    for round in 0..6 {
+        for (i, m) in models.iter().enumerate() {
+            let t = Instant::now();
+            std::hint::black_box(m.encode(&mel).unwrap());
+            if round > 0 {
+                tot[i] += t.elapsed().as_secs_f64();
+            }
+        }
+    }
+    eprintln!(
+        "encode one window: fp32 {:.0} ms, int8 {:.0} ms, ratio fp32/int8 {:.2}",
+        tot[0] * 200.0,
+        tot[1] * 200.0,
+        tot[0] / tot[1]
+    );
+}

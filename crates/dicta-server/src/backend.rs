@@ -3,7 +3,7 @@
 //! The server never links a tensor library: the `dicta` binary implements [`Backend`] over
 //! `dicta_engine` and hands it to [`crate::serve`].
 
-use dicta_core::{Stats, Transcript};
+use dicta_core::{Error, Stats, Transcript, Word};
 
 /// What the caller asked the model to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
@@ -86,4 +86,71 @@ pub trait Backend: Send + Sync + 'static {
     fn supports_translation(&self) -> bool {
         false
     }
+
+    /// Whether [`Backend::open_stream`] works. When false, `GET /v1/stream` answers 501 before
+    /// upgrading, without calling the backend.
+    fn supports_streaming(&self) -> bool {
+        false
+    }
+
+    /// Opens a live recognition session (one per WebSocket).
+    ///
+    /// The session's calls block while the model runs; the server calls them on tokio's
+    /// blocking pool, one at a time per session, never on the runtime. Dropping the session
+    /// ends it (the client left). Errors: `Overloaded` when the engine has no room for another
+    /// session, `InvalidInput` for options it cannot honour.
+    fn open_stream(&self, options: StreamOptions) -> dicta_core::Result<Box<dyn StreamSession>> {
+        let _ = options;
+        Err(Error::invalid_input(format!(
+            "model {} does not support streaming",
+            self.model_name()
+        )))
+    }
+}
+
+/// Per-session options of a live stream (from the WebSocket's query string or `config` message).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct StreamOptions {
+    /// Language code (e.g. `"en"`); `None` keeps the backend's default.
+    pub language: Option<String>,
+}
+
+/// Whether an event's text may still change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StreamEventKind {
+    /// The current best guess of text not final yet; the next partial or final replaces it.
+    Partial,
+    /// Text that will not change.
+    Final,
+}
+
+/// A recognition event of a live stream. Serialises exactly like `dicta_engine::stream::Event`:
+/// `{"type":"partial"|"final","text":…,"start":…,"end":…,"words":[{"word","start","end"}…]}`,
+/// times in seconds from the start of the utterance (since the last `end`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct StreamEvent {
+    /// Partial or final.
+    #[serde(rename = "type")]
+    pub kind: StreamEventKind,
+    /// The text (words joined by single spaces).
+    pub text: String,
+    /// Start of the first word (seconds).
+    pub start: f64,
+    /// End of the last word (seconds).
+    pub end: f64,
+    /// The words with times.
+    pub words: Vec<Word>,
+}
+
+/// One live recognition session: 16 kHz mono samples in, events out.
+pub trait StreamSession: Send + 'static {
+    /// Feeds a block of 16 kHz mono samples (any length, possibly empty) and returns the new
+    /// events (partials and finals). Blocks while the model runs. An error loses this block's
+    /// result but leaves the session usable.
+    fn feed(&mut self, samples: &[f32]) -> dicta_core::Result<Vec<StreamEvent>>;
+
+    /// Ends the utterance: flushes the audio not yet decoded, returns the final events and
+    /// resets the session, which can then be fed the next utterance (times restart at 0).
+    fn end(&mut self) -> dicta_core::Result<Vec<StreamEvent>>;
 }

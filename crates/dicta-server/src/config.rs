@@ -33,6 +33,12 @@ pub struct ServerConfig {
     pub max_decoded_bytes: u64,
     /// Longest a request may take from the start of its handler to its answer; longer → 504.
     pub request_timeout_s: f64,
+    /// Most WebSocket streams (`GET /v1/stream`) open at once; one more is refused with 503
+    /// before the upgrade.
+    pub max_streams: usize,
+    /// Most audio seconds one WebSocket stream may send over its lifetime (all utterances);
+    /// more ends the stream with a `limit_exceeded` error.
+    pub max_stream_seconds: f64,
 }
 
 impl Default for ServerConfig {
@@ -50,6 +56,8 @@ impl Default for ServerConfig {
             max_audio_seconds: 3600.0,
             max_decoded_bytes: 256 << 20,
             request_timeout_s: 600.0,
+            max_streams: 16,
+            max_stream_seconds: 3600.0,
         }
     }
 }
@@ -66,6 +74,8 @@ impl ServerConfig {
             ("max_audio_seconds", self.max_audio_seconds),
             ("max_decoded_bytes", self.max_decoded_bytes as f64),
             ("request_timeout_s", self.request_timeout_s),
+            ("max_streams", self.max_streams as f64),
+            ("max_stream_seconds", self.max_stream_seconds),
         ];
         for (name, value) in positive {
             // NaN fails `is_finite`.
@@ -118,6 +128,7 @@ mod tests {
         assert_eq!((c.max_inputs, c.max_body_mib), (16, 64));
         assert_eq!(c.max_decoded_bytes, 256 * 1024 * 1024);
         assert_eq!(c.max_body_bytes(), 64 * 1024 * 1024);
+        assert_eq!((c.max_streams, c.max_stream_seconds), (16, 3600.0));
     }
 
     #[test]

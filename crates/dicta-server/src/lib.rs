@@ -18,6 +18,7 @@
 //! | `POST /v1/audio/translations` | the same, translating to English (multilingual models) |
 //! | `POST /transcribe` | JSON batch `{"inputs":[{"id","audio_base64"}],"parameters":{..}}` |
 //! | `POST /v1/transcriptions/raw?encoding=i16_le\|f32_le&sample_rate=16000` | raw PCM body |
+//! | `GET /v1/stream` (WebSocket) | live transcription: PCM frames in, partial/final events out ([`stream`]) |
 //!
 //! Every error answers `{"error": {"type", "message"}}` with the status from
 //! [`error::status_for`]: 400 invalid input or undecodable audio, 401 bad API key, 413 any
@@ -45,6 +46,7 @@ mod languages;
 mod metrics;
 mod pipeline;
 mod routes;
+pub mod stream;
 mod worker;
 
 use std::future::Future;
@@ -55,7 +57,10 @@ use std::sync::{mpsc, Arc, Mutex};
 use dicta_core::{Error, ErrorKind, Result};
 use tokio::sync::oneshot;
 
-pub use backend::{Backend, BackendInput, BackendOutput, RequestOptions, Task};
+pub use backend::{
+    Backend, BackendInput, BackendOutput, RequestOptions, StreamEvent, StreamEventKind,
+    StreamOptions, StreamSession, Task,
+};
 pub use config::ServerConfig;
 pub use error::ApiError;
 
@@ -98,8 +103,9 @@ impl Bound {
     }
 
     /// Warms the backend up on the batcher thread and serves until `shutdown` completes; then
-    /// stops accepting connections, finishes in-flight requests, drains the batcher and
-    /// returns. A failed warm-up stops the server and returns its error.
+    /// stops accepting connections, finishes in-flight requests, ends open WebSocket streams
+    /// (their final events, `done`, close 1001), drains the batcher and returns. A failed
+    /// warm-up stops the server and returns its error.
     pub async fn run(
         self,
         backend: Arc<dyn Backend>,
@@ -124,6 +130,8 @@ impl Bound {
             queue_rx,
             warmed_tx,
         )?;
+        let streams = Arc::new(tokio::sync::Semaphore::new(cfg.max_streams));
+        let (stopping_tx, stopping) = tokio::sync::watch::channel(false);
         let state = Arc::new(AppState {
             pipeline: Pipeline::new(
                 cfg.clone(),
@@ -135,6 +143,9 @@ impl Bound {
             metrics,
             ready,
             model: backend.model_name(),
+            backend: backend.clone(),
+            streams: streams.clone(),
+            shutdown: stopping,
         });
         let app = routes::router(state);
         tracing::info!(addr = %self.addr, model = %backend.model_name(), "serving");
@@ -155,11 +166,16 @@ impl Bound {
                     () = shutdown => tracing::info!("shutdown requested; finishing in-flight requests"),
                     e = warm_failed => *warm_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e),
                 }
+                // Upgraded sockets are no longer the HTTP server's connections: tell them.
+                let _ = stopping_tx.send(true);
             }
         };
         let served = axum::serve(self.listener, app)
             .with_graceful_shutdown(stop)
             .await;
+        // WebSocket streams end their utterance and close; each frees its slot when done.
+        let all = u32::try_from(cfg.max_streams).unwrap_or(u32::MAX);
+        let _ = streams.acquire_many(all).await;
         // Every connection is closed, so the router and its queue sender are gone: the
         // batcher drains what is left and exits.
         let joined = tokio::task::spawn_blocking(move || worker.join()).await;

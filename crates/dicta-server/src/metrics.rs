@@ -51,6 +51,10 @@ pub(crate) struct Metrics {
     pub abandoned: Counter,
     /// Requests whose client disconnected (or timed out) before the answer was sent.
     pub disconnects: Counter,
+    /// WebSocket streams open now.
+    pub active_streams: Gauge,
+    /// Audio seconds received over WebSocket streams (at the client's rate).
+    pub stream_audio_seconds: Counter<f64, AtomicU64>,
 }
 
 impl Metrics {
@@ -130,6 +134,18 @@ impl Metrics {
             "Requests whose client left before the answer was sent",
             disconnects.clone(),
         );
+        let active_streams = Gauge::default();
+        registry.register(
+            "active_streams",
+            "WebSocket streams open now",
+            active_streams.clone(),
+        );
+        let stream_audio_seconds = Counter::<f64, AtomicU64>::default();
+        registry.register(
+            "stream_audio_seconds",
+            "Audio seconds received over WebSocket streams",
+            stream_audio_seconds.clone(),
+        );
         Self {
             registry,
             requests,
@@ -144,6 +160,8 @@ impl Metrics {
             rtfx,
             abandoned,
             disconnects,
+            active_streams,
+            stream_audio_seconds,
         }
     }
 

@@ -18,6 +18,7 @@ failed check.
 
 import argparse
 import os
+import re
 import sys
 import wave
 
@@ -42,6 +43,11 @@ def echo_text(path, task="transcribe"):
             h ^= b
             h = (h * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
     return f"{task} {n * 1000 // 16000}ms {h:016x}"
+
+
+def words_of(text):
+    """Lower-case words without punctuation, to compare texts that differ only in spacing."""
+    return re.sub(r"[^a-z0-9' ]+", " ", text.lower()).split()
 
 
 def check(cond, what):
@@ -100,6 +106,12 @@ def main():
     check(r.segments and all(s.start <= s.end for s in r.segments), "verbose_json: ordered segments")
     if not args.no_words:
         check(r.words and all(w.start <= w.end for w in r.words), f"verbose_json: {len(r.words or [])} timed words")
+        # Within the audio and the span of the segments (10 ms of slack for rounding).
+        lo, hi = r.segments[0].start - 0.01, min(r.segments[-1].end, r.duration) + 0.01
+        check(all(lo <= w.start and w.end <= hi for w in r.words),
+              f"verbose_json: words within [{lo:.2f}, {hi:.2f}] s")
+        check(words_of(" ".join(w.word for w in r.words)) == words_of(r.text),
+              "verbose_json: the words spell the text")
     check(all(r.words[i].start <= r.words[i + 1].start for i in range(len(r.words) - 1)),
           "verbose_json: words in time order")
     if want is not None:

@@ -28,7 +28,13 @@ pub struct ArmSpec {
 
 impl ArmSpec {
     /// Dicta's in-process engine, in a `dicta bench worker` child of this very binary.
-    pub fn dicta(model: &Path, threads: Option<usize>, log: PathBuf) -> Result<Self> {
+    /// The arm is labelled `dicta` for float32 and `dicta-<type>` otherwise.
+    pub fn dicta(
+        model: &Path,
+        threads: Option<usize>,
+        compute_type: &str,
+        log: PathBuf,
+    ) -> Result<Self> {
         let exe = std::env::current_exe().context("cannot find the dicta executable")?;
         let mut args = vec![
             "bench".into(),
@@ -39,8 +45,14 @@ impl ArmSpec {
         if let Some(n) = threads {
             args.extend(["--threads".into(), n.to_string()]);
         }
+        args.extend(["--compute-type".into(), compute_type.to_string()]);
+        let label = if compute_type == "float32" {
+            "dicta".to_string()
+        } else {
+            format!("dicta-{compute_type}")
+        };
         Ok(Self {
-            label: "dicta".into(),
+            label,
             program: exe,
             args,
             env: Vec::new(),

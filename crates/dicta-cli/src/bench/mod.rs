@@ -14,7 +14,9 @@ mod arm;
 mod protocol;
 mod report;
 mod runner;
+mod service;
 mod stats;
+mod stream;
 mod worker;
 mod workload;
 
@@ -42,18 +44,14 @@ pub enum BenchCommand {
     Accuracy(RunArgs),
     /// Build the workloads and print their descriptions (JSON lines).
     Workloads(WorkloadArgs),
-    /// Drive a running or spawned `dicta serve` with concurrent clients (not built yet).
-    Service(UnbuiltService),
+    /// Drive a running or spawned `dicta serve` with concurrent clients (RTFx, latency, rejections).
+    Service(service::ServiceArgs),
+    /// Streaming sessions fed real recordings at N× real time: WER vs offline, first-partial
+    /// latency, batching, and how many real-time sessions the machine sustains.
+    Stream(stream::StreamArgs),
     /// Internal: the Dicta arm's worker process.
     #[command(hide = true)]
     Worker(worker::WorkerArgs),
-}
-
-/// Arguments of `dicta bench service` until it is built.
-#[derive(Debug, Args)]
-pub struct UnbuiltService {
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
-    rest: Vec<String>,
 }
 
 /// Where workloads come from.
@@ -135,6 +133,9 @@ pub struct RunArgs {
     /// Peers to run side by side, interleaved run by run.
     #[arg(long, value_enum, value_delimiter = ',')]
     pub vs: Vec<Peer>,
+    /// Dicta compute types (one arm each): float32, int8.
+    #[arg(long, value_delimiter = ',', default_value = "float32")]
+    pub compute_types: Vec<String>,
     /// faster-whisper compute types (one arm each).
     #[arg(long, value_delimiter = ',', default_value = "int8,float32")]
     pub vs_compute_types: Vec<String>,
@@ -156,9 +157,7 @@ pub fn run(args: &BenchArgs, g: &Globals) -> Result<u8> {
         BenchCommand::Accuracy(a) => runner::run(a, "accuracy", g),
         BenchCommand::Workloads(a) => runner::workloads(a, g),
         BenchCommand::Worker(a) => worker::run(a),
-        BenchCommand::Service(_) => {
-            eprintln!("dicta bench service: not built yet in this version of Dicta.");
-            Ok(1)
-        }
+        BenchCommand::Service(a) => service::run(a, g),
+        BenchCommand::Stream(a) => stream::run(a, g),
     }
 }

@@ -123,6 +123,13 @@ pub struct RunReply {
     /// Peak resident memory during the run (VmHWM after a reset), bytes.
     #[serde(default)]
     pub peak_rss_bytes: Option<u64>,
+    /// The peak could not be reset before the run: `peak_rss_bytes` is the process's peak
+    /// since it started (earlier workloads included), not this run's.
+    #[serde(default)]
+    pub peak_rss_process_wide: bool,
+    /// Seconds the model waited for decoded audio.
+    #[serde(default)]
+    pub input_wait_seconds: Option<f64>,
 }
 
 impl RunReply {

@@ -64,6 +64,11 @@ pub struct Row {
     pub model_seconds: Option<f64>,
     pub decoder_seconds: Option<f64>,
     pub peak_rss_mb: Option<f64>,
+    /// `run` (peak reset before each run) or `process` (reset refused: the worker's peak since
+    /// it started, earlier workloads included).
+    pub peak_rss_scope: Option<String>,
+    /// Seconds the model waited for decoded audio (median over runs).
+    pub input_wait_seconds: Option<f64>,
     /// The arm this row is compared with (peer rows name `dicta`).
     pub vs: Option<String>,
     /// Median over run pairs of (Dicta RTFx / this arm's RTFx): > 1 means Dicta is faster.
@@ -168,6 +173,15 @@ pub fn build_row(
         .filter_map(|r| r.peak_rss_bytes)
         .max()
         .map(|b| b as f64 / (1 << 20) as f64);
+    row.peak_rss_scope = row.peak_rss_mb.map(|_| {
+        if ok.iter().any(|r| r.peak_rss_process_wide) {
+            "process"
+        } else {
+            "run"
+        }
+        .to_string()
+    });
+    row.input_wait_seconds = med(|r| r.input_wait_seconds);
     row.batch_sizes = last.batch_sizes.clone();
     if !last.batch_sizes.is_empty() {
         let n = last.batch_sizes.len() as f64;
@@ -302,6 +316,8 @@ const CSV_COLUMNS: &[&str] = &[
     "model_seconds",
     "decoder_seconds",
     "peak_rss_mb",
+    "peak_rss_scope",
+    "input_wait_seconds",
     "vs",
     "dicta_speedup_median",
     "dicta_speedup_min",
@@ -321,7 +337,7 @@ pub fn to_csv(rows: &[Row]) -> String {
     out
 }
 
-fn csv_cell(v: &serde_json::Value) -> String {
+pub(super) fn csv_cell(v: &serde_json::Value) -> String {
     match v {
         serde_json::Value::Null => String::new(),
         serde_json::Value::String(s) if s.contains([',', '"', '\n']) => {
@@ -335,8 +351,8 @@ fn csv_cell(v: &serde_json::Value) -> String {
 /// A short Markdown table of the rows.
 pub fn to_markdown(rows: &[Row]) -> String {
     let mut out = String::from(
-        "| workload | arm | threads | batch | beam | RTFx median (min–max) | wall s | WER % | CER % | p50 / p99 s | peak RSS MB | Dicta speed-up |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| workload | arm | threads | batch | beam | RTFx median (min–max) | wall s | WER % | CER % | p50 / p99 s | peak RSS MB | busy s: audio / model / decoder, wait s | Dicta speed-up |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     let f = |x: Option<f64>, d: usize| x.map_or("–".to_string(), |v| format!("{v:.d$}"));
     for r in rows {
@@ -362,8 +378,24 @@ pub fn to_markdown(rows: &[Row]) -> String {
                 f(r.dicta_speedup_max, 2)
             )
         });
+        // † : the peak could not be reset per run (the worker's peak since it started).
+        let rss = match r.peak_rss_scope.as_deref() {
+            Some("process") => format!("{} †", f(r.peak_rss_mb, 0)),
+            _ => f(r.peak_rss_mb, 0),
+        };
+        let split = if r.model_seconds.is_some() {
+            format!(
+                "{} / {} / {}, {}",
+                f(r.decode_seconds, 2),
+                f(r.model_seconds, 2),
+                f(r.decoder_seconds, 2),
+                f(r.input_wait_seconds, 2)
+            )
+        } else {
+            "–".into()
+        };
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             r.workload,
             r.arm,
             r.threads,
@@ -374,7 +406,8 @@ pub fn to_markdown(rows: &[Row]) -> String {
             f(r.wer.map(|w| w * 100.0), 2),
             f(r.cer.map(|w| w * 100.0), 2),
             lat,
-            f(r.peak_rss_mb, 0),
+            rss,
+            split,
             speedup
         ));
     }

@@ -24,7 +24,7 @@ pub fn workloads(args: &WorkloadArgs, g: &Globals) -> Result<u8> {
     Ok(0)
 }
 
-fn build_workloads(args: &WorkloadArgs, g: &Globals) -> Result<Vec<WorkloadInfo>> {
+pub(super) fn build_workloads(args: &WorkloadArgs, g: &Globals) -> Result<Vec<WorkloadInfo>> {
     let cache = g.home.join("bench");
     super::workload::expand_names(&args.workload)
         .iter()
@@ -75,11 +75,11 @@ pub fn run(args: &RunArgs, harness: &str, g: &Globals) -> Result<u8> {
     let mut rows: Vec<Row> = Vec::new();
     for &t in &threads {
         let tag = t.map_or("all".to_string(), |n| n.to_string());
-        let mut arms = vec![Arm::start(ArmSpec::dicta(
-            &model,
-            t,
-            out.join(format!("logs/dicta-t{tag}.log")),
-        )?)?];
+        let mut arms = Vec::new();
+        for ct in &args.compute_types {
+            let log = out.join(format!("logs/dicta-{ct}-t{tag}.log"));
+            arms.push(Arm::start(ArmSpec::dicta(&model, t, ct, log)?)?);
+        }
         for peer in &args.vs {
             match peer {
                 Peer::FasterWhisper => {
@@ -232,9 +232,16 @@ fn run_config(
         }
         rows.push(row);
     }
-    if let Some((dicta, peers)) = rows.split_first_mut() {
-        for p in peers {
-            compare(p, dicta);
+    // Each other arm is compared with the Dicta arm of its compute type (a peer's int8 with
+    // Dicta's int8), or with the first Dicta arm when there is none.
+    let dicta_arms = args.compute_types.len().min(rows.len());
+    for k in dicta_arms..rows.len() {
+        let reference = (0..dicta_arms)
+            .find(|&d| d != k && rows[d].compute_type == rows[k].compute_type)
+            .unwrap_or(0);
+        if reference != k {
+            let dicta = rows[reference].clone();
+            compare(&mut rows[k], &dicta);
         }
     }
     Ok(rows)
@@ -273,14 +280,14 @@ fn write_outputs(
     Ok(())
 }
 
-fn unix_now() -> u64 {
+pub(super) fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
 }
 
 /// Where and how the results were measured.
-fn meta(model: &Path, runs: usize, warmup: usize) -> serde_json::Value {
+pub(super) fn meta(model: &Path, runs: usize, warmup: usize) -> serde_json::Value {
     let cpuinfo = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let cpu = cpuinfo
         .lines()

@@ -15,6 +15,7 @@ use super::protocol::{
     peak_rss_bytes, reset_peak_rss, ItemResult, Mode, Ready, RunReply, RunRequest,
 };
 use super::workload::{item_path, read_items};
+use dicta_models::whisper::ComputeType;
 
 /// `dicta bench worker` (internal): serve run requests for one model and thread count.
 #[derive(Debug, clap::Args)]
@@ -25,6 +26,9 @@ pub struct WorkerArgs {
     /// CPU threads (sizes the thread pools before they start).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Whisper weights: float32 or int8.
+    #[arg(long, default_value = "float32", value_parser = crate::transcribe_cmd::parse_compute_type)]
+    pub compute_type: ComputeType,
 }
 
 /// Runs the worker loop until stdin closes.
@@ -38,13 +42,15 @@ pub fn run(args: &WorkerArgs) -> Result<u8> {
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let start = Instant::now();
     let mut key = (8usize, LongFormMode::Sequential);
-    let mut engine = load(&args.model, key)?;
+    let mut engine = load(&args.model, key, args.compute_type)?;
     let ready = Ready {
         arm: "dicta".into(),
         version: env!("CARGO_PKG_VERSION").into(),
         load_seconds: start.elapsed().as_secs_f64(),
         threads,
-        compute_type: "float32".into(),
+        compute_type: engine
+            .whisper()
+            .map_or("float32".to_string(), |w| w.compute_type().to_string()),
     };
     let mut out = std::io::stdout().lock();
     writeln!(out, "{}", serde_json::to_string(&ready)?)?;
@@ -61,7 +67,7 @@ pub fn run(args: &WorkerArgs) -> Result<u8> {
                 // The engine's batch size and long-form mode are load-time settings.
                 if want != key {
                     drop(engine);
-                    engine = load(&args.model, want)?;
+                    engine = load(&args.model, want, args.compute_type)?;
                     key = want;
                 }
                 run_one(&engine, &req)
@@ -83,10 +89,15 @@ fn long_form(req: &RunRequest) -> LongFormMode {
     }
 }
 
-fn load(model: &Path, (batch_size, long_form): (usize, LongFormMode)) -> Result<Engine> {
+fn load(
+    model: &Path,
+    (batch_size, long_form): (usize, LongFormMode),
+    compute_type: ComputeType,
+) -> Result<Engine> {
     let config = EngineConfig {
         batch_size,
         long_form,
+        compute_type,
         decode: DecodeOptions::greedy(),
         ..EngineConfig::default()
     };
@@ -146,9 +157,9 @@ fn run_one(engine: &Engine, req: &RunRequest) -> RunReply {
         }
     }
     reply.wall_seconds = start.elapsed().as_secs_f64();
-    if rss_reset {
-        reply.peak_rss_bytes = peak_rss_bytes();
-    }
+    // Where the reset is refused, the process's peak is still an upper bound; say so.
+    reply.peak_rss_bytes = peak_rss_bytes();
+    reply.peak_rss_process_wide = !rss_reset;
     if let Some(e) = reply.items.iter().find_map(|i| i.error.as_ref()) {
         // An allocation the allocator refused but survived (rare: Rust usually aborts, which
         // the driver sees as a dead worker).
@@ -169,6 +180,7 @@ fn absorb(reply: &mut RunReply, inputs: &[Input], out: EngineOutput, seconds: Op
     *reply.features_seconds.get_or_insert(0.0) += s.features_seconds;
     *reply.model_seconds.get_or_insert(0.0) += s.model_seconds;
     *reply.decoder_seconds.get_or_insert(0.0) += s.decoder_seconds;
+    *reply.input_wait_seconds.get_or_insert(0.0) += s.input_wait_seconds;
     *reply.windows.get_or_insert(0) += s.windows;
     reply.batch_sizes.extend(s.batch_sizes);
     reply.padding_fractions.extend(s.padding_fractions);

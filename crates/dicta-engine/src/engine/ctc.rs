@@ -2,7 +2,7 @@
 //!
 //! 1. Every recording is cut into windows ([`Planner`]) on the model's frame grid; each window
 //!    retains a disjoint range of output frames.
-//! 2. Windows of *all* inputs are batched by length ([`schedule`]) under `batch_size`,
+//! 2. Windows of all inputs of a round are batched by length ([`schedule`]) under `batch_size`,
 //!    `max_batch_frames` and `max_padding_fraction`.
 //! 3. Batches run on the model one at a time (model calls of concurrent engine calls are
 //!    serialised by the engine's lock). Each row's retained frames are copied straight into
@@ -13,10 +13,16 @@
 //!    few) that decode it once — greedy, or beam search with the shared n-gram LM — while the
 //!    model runs the next batches.
 //!
-//! Memory: audio of unfinished recordings, one batch of model activations (bounded by
-//! `batch_size` and `max_batch_frames`), the joined matrices of recordings still in flight, and
-//! at most `2 × decode_workers` finished matrices waiting for a decoder.
+//! Steps 1–3 run round by round over the inputs the decode threads have ready (at least
+//! `lookahead_windows` windows per round, see [`super`]): windows are sorted and batched within
+//! a round, and a recording's windows always share one round.
+//!
+//! Memory: audio of the round's unfinished recordings and of the next round being decoded, one
+//! batch of model activations (bounded by `batch_size` and `max_batch_frames`), the joined
+//! matrices of the round's recordings still in flight, and at most `2 × decode_workers`
+//! finished matrices waiting for a decoder.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -29,6 +35,7 @@ use dicta_decode::{
 };
 use dicta_models::ctc::{load_ctc_model, CtcModel};
 
+use super::pipeline::{Audio, Prefetch};
 use super::EngineConfig;
 use crate::offline::{schedule, FrameGeometry, Planner, Window};
 
@@ -188,14 +195,24 @@ impl CtcBackend {
         self.model.as_ref()
     }
 
+    /// The loaded model, shared (streaming sessions run the same weights).
+    pub(crate) fn shared_model(&self) -> Arc<dyn CtcModel> {
+        Arc::clone(&self.model)
+    }
+
+    /// The configured beam decoder (its LM is shared when cloned); `None`: greedy.
+    pub(crate) fn beam(&self) -> Option<&BeamDecoder> {
+        self.beam.as_ref()
+    }
+
     pub(crate) fn planner(&self) -> &Planner {
         &self.planner
     }
 
-    /// Transcribes decoded audio (entries that failed to decode keep their error).
+    /// Transcribes every input `audio` yields (inputs that failed to decode keep their error).
     pub(crate) fn transcribe(
         &self,
-        audio: Vec<Result<Vec<f32>>>,
+        audio: &mut Prefetch<'_>,
         config: &EngineConfig,
         acoustic: &Mutex<()>,
         stats: &mut Stats,
@@ -203,10 +220,10 @@ impl CtcBackend {
         self.pipeline(audio, config, acoustic, stats, &|j| self.to_transcript(j))
     }
 
-    /// The joined log-probs of each entry, undecoded.
+    /// The joined log-probs of each input, undecoded.
     pub(crate) fn log_probs(
         &self,
-        audio: Vec<Result<Vec<f32>>>,
+        audio: &mut Prefetch<'_>,
         config: &EngineConfig,
         acoustic: &Mutex<()>,
         stats: &mut Stats,
@@ -217,11 +234,12 @@ impl CtcBackend {
         })
     }
 
-    /// Plans, schedules and runs the model over all entries, handing each finished recording
-    /// to `finish` on a decode worker. Returns one result per entry, in entry order.
+    /// Takes decoded inputs round by round (at least `lookahead_windows` windows each, see
+    /// [`super`]), plans, schedules and runs the model over each round, handing each finished
+    /// recording to `finish` on a decode worker. Returns one result per input, in input order.
     fn pipeline<R: Send>(
         &self,
-        audio: Vec<Result<Vec<f32>>>,
+        audio: &mut Prefetch<'_>,
         config: &EngineConfig,
         acoustic: &Mutex<()>,
         stats: &mut Stats,
@@ -229,40 +247,11 @@ impl CtcBackend {
     ) -> Vec<Result<R>> {
         let n = audio.len();
         let mut results: Vec<Option<Result<R>>> = (0..n).map(|_| None).collect();
-        let mut samples: Vec<Vec<f32>> = Vec::with_capacity(n);
-        for (i, a) in audio.into_iter().enumerate() {
-            match a {
-                Ok(s) => samples.push(s),
-                Err(e) => {
-                    results[i] = Some(Err(e));
-                    samples.push(Vec::new());
-                }
-            }
-        }
-        let n_samples: Vec<usize> = samples.iter().map(Vec::len).collect();
-
-        // Plan. Windows that retain nothing (a recording shorter than one receptive field)
-        // never reach the model.
-        let mut windows: Vec<Window> = Vec::new();
+        let mut samples: Vec<Audio<'_>> = vec![Audio::Borrowed(&[]); n];
+        let mut n_samples = vec![0usize; n];
         let mut remaining = vec![0usize; n];
-        for i in (0..n).filter(|&i| results[i].is_none()) {
-            let planned = self.planner.plan(i, n_samples[i]);
-            stats.windows += planned.len();
-            for w in planned.into_iter().filter(|w| !w.retain.is_empty()) {
-                remaining[i] += 1;
-                windows.push(w);
-            }
-        }
-        let lens: Vec<usize> = windows.iter().map(|w| w.n_frames).collect();
-        let batches = match schedule(&lens, &config.schedule_config(self.window_frames)) {
-            Ok(b) => b,
-            Err(e) => {
-                return results
-                    .into_iter()
-                    .map(|r| r.unwrap_or_else(|| Err(e.clone())))
-                    .collect();
-            }
-        };
+        let target = config.lookahead_windows();
+        let schedule_cfg = config.schedule_config(self.window_frames);
 
         let workers = config.decode_workers.max(1);
         let (job_tx, job_rx) = mpsc::sync_channel::<Joined>(2 * workers);
@@ -286,27 +275,76 @@ impl CtcBackend {
                 });
             }
             drop(res_tx);
-            for i in (0..n).filter(|&i| results[i].is_none() && remaining[i] == 0) {
-                let joined = Joined {
-                    recording: i,
-                    log_probs: Vec::new(),
-                    frames: 0,
-                    n_samples: n_samples[i],
+            'rounds: loop {
+                // Take inputs until the round holds `target` windows. Windows that retain
+                // nothing (a recording shorter than one receptive field) never reach the model.
+                let mut windows: Vec<Window> = Vec::new();
+                let mut round: Vec<usize> = Vec::new();
+                while windows.len() < target {
+                    let Some((i, a)) = audio.next() else { break };
+                    let a = match a {
+                        Ok(a) => a,
+                        Err(e) => {
+                            results[i] = Some(Err(e));
+                            continue;
+                        }
+                    };
+                    n_samples[i] = a.len();
+                    stats.audio_seconds += a.len() as f64 / f64::from(dicta_audio::SAMPLE_RATE);
+                    let planned = self.planner.plan(i, a.len());
+                    stats.windows += planned.len();
+                    for w in planned.into_iter().filter(|w| !w.retain.is_empty()) {
+                        remaining[i] += 1;
+                        windows.push(w);
+                    }
+                    if remaining[i] > 0 {
+                        samples[i] = a;
+                        round.push(i);
+                        continue;
+                    }
+                    audio.release(a.len());
+                    let joined = Joined {
+                        recording: i,
+                        log_probs: Vec::new(),
+                        frames: 0,
+                        n_samples: n_samples[i],
+                    };
+                    if job_tx.send(joined).is_err() {
+                        break 'rounds;
+                    }
+                }
+                if windows.is_empty() {
+                    break;
+                }
+                let lens: Vec<usize> = windows.iter().map(|w| w.n_frames).collect();
+                let open = match schedule(&lens, &schedule_cfg) {
+                    Ok(batches) => self.model_loop(
+                        &batches,
+                        &windows,
+                        &mut samples,
+                        &n_samples,
+                        &mut remaining,
+                        &mut results,
+                        acoustic,
+                        &job_tx,
+                        &mut loop_stats,
+                    ),
+                    Err(e) => {
+                        for &r in &round {
+                            results[r] = Some(Err(e.clone()));
+                        }
+                        true
+                    }
                 };
-                if job_tx.send(joined).is_err() {
+                // Every recording of the round is finished (decoded or failed) by now.
+                for &r in &round {
+                    samples[r] = Audio::Borrowed(&[]);
+                    audio.release(n_samples[r]);
+                }
+                if !open {
                     break;
                 }
             }
-            self.model_loop(
-                &batches,
-                &windows,
-                &mut samples,
-                &mut remaining,
-                &mut results,
-                acoustic,
-                &job_tx,
-                &mut loop_stats,
-            );
             drop(job_tx);
         });
         for (rec, r, seconds) in res_rx.try_iter() {
@@ -324,23 +362,26 @@ impl CtcBackend {
             .collect()
     }
 
-    /// Runs the batches in order, joins rows into recordings and sends finished recordings to
-    /// the decode queue. A failed model call fails the recordings in its batch only.
+    /// Runs one round's batches in order, joins rows into recordings and sends finished
+    /// recordings to the decode queue. A failed model call fails the recordings in its batch
+    /// only. Returns `false` when the decode queue is gone.
     #[allow(clippy::too_many_arguments)]
     fn model_loop<R>(
         &self,
         batches: &[crate::offline::Batch],
         windows: &[Window],
-        samples: &mut [Vec<f32>],
+        samples: &mut [Audio<'_>],
+        n_samples: &[usize],
         remaining: &mut [usize],
         results: &mut [Option<Result<R>>],
         acoustic: &Mutex<()>,
         job_tx: &mpsc::SyncSender<Joined>,
         ls: &mut LoopStats,
-    ) {
+    ) -> bool {
         let v = self.vocab.len();
-        let mut joined: Vec<Option<Vec<f32>>> = (0..samples.len()).map(|_| None).collect();
-        let n_samples: Vec<usize> = samples.iter().map(Vec::len).collect();
+        // Joined matrices of the round's recordings, keyed by recording (a round holds all
+        // windows of its recordings, so none outlives the round).
+        let mut joined: HashMap<usize, Vec<f32>> = HashMap::new();
         for batch in batches {
             let items: Vec<usize> = batch
                 .items
@@ -415,15 +456,15 @@ impl CtcBackend {
                     continue;
                 }
                 let total = self.model.frames_for_samples(n_samples[r]);
-                let buf = joined[r].get_or_insert_with(|| vec![0.0; total * v]);
+                let buf = joined.entry(r).or_insert_with(|| vec![0.0; total * v]);
                 let dst = w.retained_recording_frames();
                 buf[dst.start * v..dst.end * v]
                     .copy_from_slice(&row[w.retain.start * v..w.retain.end * v]);
                 remaining[r] -= 1;
                 if remaining[r] == 0 {
                     // Free the audio now: a long recording's samples are not needed again.
-                    samples[r] = Vec::new();
-                    let log_probs = joined[r].take().unwrap_or_default();
+                    samples[r] = Audio::Borrowed(&[]);
+                    let log_probs = joined.remove(&r).unwrap_or_default();
                     let job = Joined {
                         recording: r,
                         frames: log_probs.len() / v,
@@ -431,11 +472,12 @@ impl CtcBackend {
                         n_samples: n_samples[r],
                     };
                     if job_tx.send(job).is_err() {
-                        return;
+                        return false;
                     }
                 }
             }
         }
+        true
     }
 
     /// Decodes a recording's joined log-probs into a transcript with word times.
@@ -482,16 +524,16 @@ fn fail_items<R>(
     items: &[usize],
     windows: &[Window],
     results: &mut [Option<Result<R>>],
-    samples: &mut [Vec<f32>],
-    joined: &mut [Option<Vec<f32>>],
+    samples: &mut [Audio<'_>],
+    joined: &mut HashMap<usize, Vec<f32>>,
     e: &Error,
 ) {
     for &k in items {
         let r = windows[k].recording;
         if results[r].is_none() {
             results[r] = Some(Err(e.clone()));
-            samples[r] = Vec::new();
-            joined[r] = None;
+            samples[r] = Audio::Borrowed(&[]);
+            joined.remove(&r);
         }
     }
 }

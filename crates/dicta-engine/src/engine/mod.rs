@@ -1,8 +1,20 @@
 //! The engine facade: one loaded model, many callers.
 //!
 //! [`Engine::transcribe`] takes inputs of any kind (paths, encoded bytes, decoded samples),
-//! decodes the audio on a worker pool, runs the model over windows of all inputs together and
-//! returns one result per input in input order. A broken input fails only its own entry.
+//! decodes the audio on decode threads *while the model runs on earlier inputs* (the
+//! `pipeline` module), runs the model over windows of many inputs together and returns one
+//! result per input in input order. A broken input fails only its own entry.
+//!
+//! Look-ahead: decoded inputs are taken in input order into *rounds* of at least
+//! [`EngineConfig::lookahead_windows`] windows; the model runs one round while the next is
+//! being decoded, and the decoded audio not yet finished is bounded by two rounds' worth (plus
+//! one recording per decode thread). Windows are sorted by length within a round, not across
+//! the whole call: a larger look-ahead packs batches a little better, a smaller one holds less
+//! audio and starts the model sooner. (Probing every file's length from its container header
+//! first would allow one global sort, but costs a second open of every input, needs headers
+//! that state a length (not all do) and only wins padding that the scheduler already caps at
+//! `max_padding_fraction`.) Rounds depend only on input order and lengths, never on timing, so
+//! a call forms the same batches on every run.
 //!
 //! The model family is detected from the folder ([`ModelFamily::detect`]):
 //! - Whisper ([`whisper`]): windows decode in batches and merge by timestamps.
@@ -11,6 +23,8 @@
 //!   `decode_workers` threads while the model runs the next batches.
 
 pub mod ctc;
+mod pipeline;
+mod stream;
 mod whisper;
 
 use std::path::{Path, PathBuf};
@@ -18,11 +32,10 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use candle_core::Device;
-use dicta_core::{Error, ErrorKind, Result, Stats, Transcript};
+use dicta_core::{Error, Result, Stats, Transcript};
 use dicta_decode::LogProbs;
 use dicta_models::ctc::CtcModel;
 use dicta_models::whisper::Whisper;
-use rayon::prelude::*;
 
 use crate::offline::{PlanConfig, ScheduleConfig, Window};
 use crate::whisper::{DecodeOptions, LongFormMode};
@@ -100,6 +113,14 @@ pub struct EngineConfig {
     pub threads: Option<usize>,
     /// CTC: decoder, LM and segmentation settings.
     pub ctc: CtcOptions,
+    /// Windows of decoded audio per round of the offline pipeline (see the module docs);
+    /// default `4 × batch_size`. `Some(usize::MAX)`: decode every input before the model starts.
+    pub lookahead_windows: Option<usize>,
+    /// Streaming sessions ([`Engine::open_session`]): batching, step, session limit.
+    pub stream: crate::stream::StreamConfig,
+    /// Whisper: numeric type of the decoder weights (`Float32`, or `Int8` where the CPU has
+    /// fast int8 kernels); CTC models run in float32.
+    pub compute_type: dicta_models::whisper::ComputeType,
 }
 
 impl Default for EngineConfig {
@@ -116,6 +137,9 @@ impl Default for EngineConfig {
             decode_workers: 2,
             threads: None,
             ctc: CtcOptions::default(),
+            stream: crate::stream::StreamConfig::default(),
+            lookahead_windows: None,
+            compute_type: dicta_models::whisper::ComputeType::default(),
         }
     }
 }
@@ -132,10 +156,20 @@ impl EngineConfig {
         if self.threads == Some(0) {
             return Err(Error::invalid_input("threads must be >= 1, got 0"));
         }
+        if self.lookahead_windows == Some(0) {
+            return Err(Error::invalid_input(
+                "lookahead_windows must be >= 1, got 0",
+            ));
+        }
         self.plan_config().validate()?;
         self.schedule_config(1).validate()?;
         self.ctc.validate()?;
         self.decode.validate()
+    }
+
+    /// Windows per round of the offline pipeline (`lookahead_windows` or its default).
+    pub fn lookahead_windows(&self) -> usize {
+        self.lookahead_windows.unwrap_or(4 * self.batch_size).max(1)
     }
 
     /// The window plan these settings describe (16 kHz).
@@ -247,6 +281,8 @@ pub struct Engine {
     pool: Option<rayon::ThreadPool>,
     /// Serialises acoustic model calls of concurrent `transcribe` calls.
     acoustic: Mutex<()>,
+    /// The streaming worker, started by the first `open_session` (see `stream.rs`).
+    streams: Mutex<Option<std::sync::Arc<crate::stream::StreamEngine>>>,
 }
 
 impl Engine {
@@ -269,7 +305,10 @@ impl Engine {
                 if config.ctc.lm.is_some() || config.ctc.decoder != CtcDecoderKind::Greedy {
                     tracing::warn!("CTC decoder options are ignored for a Whisper model");
                 }
-                let whisper = Whisper::load(model_dir, &Device::Cpu)?;
+                let opts = dicta_models::whisper::LoadOptions {
+                    compute_type: config.compute_type,
+                };
+                let whisper = Whisper::load_with(model_dir, &Device::Cpu, &opts)?;
                 tracing::info!(model = %model_dir.display(), format = ?whisper.format, "model loaded");
                 Backend::Whisper(std::sync::Arc::new(whisper))
             }
@@ -283,6 +322,7 @@ impl Engine {
             model_dir: model_dir.to_path_buf(),
             pool,
             acoustic: Mutex::new(()),
+            streams: Mutex::new(None),
         })
     }
 
@@ -344,24 +384,17 @@ impl Engine {
     pub fn transcribe_with(&self, inputs: &[Input], opts: &DecodeOptions) -> EngineOutput {
         self.in_pool(|| {
             let start = Instant::now();
-            let (audio, decode_seconds) = decode_all(inputs);
             let mut stats = Stats {
                 inputs: inputs.len(),
-                decode_seconds,
                 ..Stats::default()
             };
-            stats.audio_seconds = audio
-                .iter()
-                .filter_map(|a| a.as_ref().ok())
-                .map(|a| a.len() as f64 / f64::from(dicta_audio::SAMPLE_RATE))
-                .sum();
-            let mut results = match &self.backend {
-                Backend::Whisper(w) => {
-                    let _guard = self.acoustic.lock().unwrap_or_else(|p| p.into_inner());
-                    whisper::run(w, &audio, opts, &self.config, &mut stats)
-                }
-                Backend::Ctc(c) => c.transcribe(audio, &self.config, &self.acoustic, &mut stats),
-            };
+            let mut results =
+                self.with_audio(inputs, &mut stats, |audio, stats| match &self.backend {
+                    Backend::Whisper(w) => {
+                        whisper::run(w, audio, opts, &self.config, &self.acoustic, stats)
+                    }
+                    Backend::Ctc(c) => c.transcribe(audio, &self.config, &self.acoustic, stats),
+                });
             for (r, input) in results.iter_mut().zip(inputs) {
                 if let Ok(t) = r {
                     t.id = input.id.clone();
@@ -384,16 +417,45 @@ impl Engine {
         };
         Ok(self.in_pool(|| {
             let start = Instant::now();
-            let (audio, decode_seconds) = decode_all(inputs);
             let mut stats = Stats {
                 inputs: inputs.len(),
-                decode_seconds,
                 ..Stats::default()
             };
-            let results = c.log_probs(audio, &self.config, &self.acoustic, &mut stats);
+            let results = self.with_audio(inputs, &mut stats, |audio, stats| {
+                c.log_probs(audio, &self.config, &self.acoustic, stats)
+            });
             finish_stats(&mut stats, start);
             (results, stats)
         }))
+    }
+
+    /// Runs `consume` while decode threads decode `inputs` ahead of it (see the module docs),
+    /// then records the decode and wait times.
+    fn with_audio<'a, R>(
+        &self,
+        inputs: &'a [Input],
+        stats: &mut Stats,
+        consume: impl FnOnce(&mut pipeline::Prefetch<'a>, &mut Stats) -> R,
+    ) -> R {
+        let chunk_samples = match &self.backend {
+            Backend::Ctc(c) => c.planner().chunk_samples(),
+            Backend::Whisper(_) => whisper::WINDOW_SAMPLES,
+        };
+        // This round and the next one.
+        let budget = self
+            .config
+            .lookahead_windows()
+            .saturating_mul(2)
+            .saturating_mul(chunk_samples);
+        let threads = self.config.threads.unwrap_or_else(|| {
+            std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+        });
+        pipeline::with_prefetch(inputs, threads, budget, |audio| {
+            let r = consume(audio, stats);
+            stats.decode_seconds += audio.decode_seconds();
+            stats.input_wait_seconds += audio.wait_seconds();
+            r
+        })
     }
 
     fn in_pool<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
@@ -402,13 +464,6 @@ impl Engine {
             None => f(),
         }
     }
-}
-
-/// Decodes every input on the current rayon pool; returns the samples and the seconds spent.
-fn decode_all(inputs: &[Input]) -> (Vec<Result<Vec<f32>>>, f64) {
-    let t = Instant::now();
-    let audio = inputs.par_iter().map(load_audio).collect();
-    (audio, t.elapsed().as_secs_f64())
 }
 
 fn finish_stats(stats: &mut Stats, start: Instant) {
@@ -427,26 +482,4 @@ pub fn peak_rss_bytes() -> Option<u64> {
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb * 1024)
-}
-
-fn load_audio(input: &Input) -> Result<Vec<f32>> {
-    match &input.source {
-        AudioSource::Path(p) => dicta_audio::decode::load_path(p),
-        AudioSource::Bytes(b) => dicta_audio::decode::load_bytes(b, &input.audio),
-        AudioSource::Samples(s) => {
-            if s.is_empty() {
-                return Err(Error::new(
-                    ErrorKind::EmptyInput,
-                    format!("{}: no samples", input.audio),
-                ));
-            }
-            if let Some(bad) = s.iter().position(|x| !x.is_finite()) {
-                return Err(Error::new(
-                    ErrorKind::CorruptInput,
-                    format!("{}: sample {bad} is not finite", input.audio),
-                ));
-            }
-            Ok(s.clone())
-        }
-    }
 }

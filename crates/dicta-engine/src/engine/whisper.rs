@@ -1,54 +1,87 @@
 //! The Whisper path of the engine: hand decoded audio to [`WhisperTranscriber`], which cuts
 //! windows, decodes them in batches and merges them by timestamps.
+//!
+//! Inputs go to the transcriber in *groups* of consecutive inputs holding at least
+//! `lookahead_windows` 30 s windows, while the decode threads decode the next group: the
+//! transcriber takes whole recordings, so this is how decoding overlaps the model. A
+//! recording's transcript does not depend on which other recordings share its batches
+//! (batched == alone, pinned by the tests), so grouping changes no result; it costs at most one
+//! part-filled batch per group.
 
+use std::sync::Mutex;
 use std::time::Instant;
 
 use dicta_core::{Error, Result, Stats, Transcript};
 use dicta_models::whisper::Whisper;
 
+use super::pipeline::{Audio, Prefetch};
 use super::EngineConfig;
 use crate::whisper::{DecodeOptions, WhisperTranscriber};
 
-/// Transcribes the successfully decoded entries of `audio`; failed entries keep their error.
-/// Fills the model time, windows, batch sizes and long-form mode of `stats`.
+/// Samples of one Whisper window (30 s at 16 kHz).
+pub(super) const WINDOW_SAMPLES: usize = 30 * dicta_audio::SAMPLE_RATE as usize;
+
+/// Transcribes every input `audio` yields, group by group; inputs that failed to decode keep
+/// their error. Fills the audio seconds, model time, windows, batch sizes and long-form mode of
+/// `stats`. Model calls hold `acoustic` one group at a time.
 pub(super) fn run(
     whisper: &Whisper,
-    audio: &[Result<Vec<f32>>],
+    audio: &mut Prefetch<'_>,
     opts: &DecodeOptions,
     config: &EngineConfig,
+    acoustic: &Mutex<()>,
     stats: &mut Stats,
 ) -> Vec<Result<Transcript>> {
-    let ok: Vec<usize> = (0..audio.len()).filter(|&i| audio[i].is_ok()).collect();
-    let samples: Vec<&[f32]> = ok
-        .iter()
-        .filter_map(|&i| audio[i].as_ref().ok().map(Vec::as_slice))
-        .collect();
-    let model_start = Instant::now();
-    let decoded = WhisperTranscriber::new(whisper)
-        .and_then(|t| t.transcribe(&samples, opts, config.long_form, config.batch_size));
-    stats.model_seconds = model_start.elapsed().as_secs_f64();
-
-    let mut results: Vec<Result<Transcript>> = audio
-        .iter()
-        .map(|a| match a {
-            Err(e) => Err(e.clone()),
-            Ok(_) => Err(Error::internal("not transcribed")),
-        })
-        .collect();
-    match decoded {
-        Ok(out) => {
-            stats.windows = out.windows;
-            stats.batch_sizes = out.batch_sizes;
-            stats.long_form_mode = Some(out.long_form_mode.as_str().to_string());
-            for (&i, r) in ok.iter().zip(out.transcripts) {
-                results[i] = r;
+    let mut results: Vec<Option<Result<Transcript>>> = (0..audio.len()).map(|_| None).collect();
+    let transcriber = WhisperTranscriber::new(whisper);
+    let target = config.lookahead_windows();
+    loop {
+        let mut group: Vec<(usize, Audio<'_>)> = Vec::new();
+        let mut windows = 0usize;
+        while windows < target {
+            let Some((i, a)) = audio.next() else { break };
+            match a {
+                Err(e) => results[i] = Some(Err(e)),
+                Ok(samples) => {
+                    windows += samples.len().div_ceil(WINDOW_SAMPLES).max(1);
+                    stats.audio_seconds +=
+                        samples.len() as f64 / f64::from(dicta_audio::SAMPLE_RATE);
+                    group.push((i, samples));
+                }
             }
         }
-        Err(e) => {
-            for &i in &ok {
-                results[i] = Err(e.clone());
+        if group.is_empty() {
+            break;
+        }
+        let samples: Vec<&[f32]> = group.iter().map(|(_, s)| s.as_ref()).collect();
+        let model_start = Instant::now();
+        let decoded = {
+            let _guard = acoustic.lock().unwrap_or_else(|p| p.into_inner());
+            transcriber
+                .as_ref()
+                .map_err(Error::clone)
+                .and_then(|t| t.transcribe(&samples, opts, config.long_form, config.batch_size))
+        };
+        stats.model_seconds += model_start.elapsed().as_secs_f64();
+        match decoded {
+            Ok(out) => {
+                stats.windows += out.windows;
+                stats.batch_sizes.extend(out.batch_sizes);
+                stats.long_form_mode = Some(out.long_form_mode.as_str().to_string());
+                for ((i, _), r) in group.iter().zip(out.transcripts) {
+                    results[*i] = Some(r);
+                }
+            }
+            Err(e) => {
+                for (i, _) in &group {
+                    results[*i] = Some(Err(e.clone()));
+                }
             }
         }
+        audio.release(samples.iter().map(|s| s.len()).sum());
     }
     results
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err(Error::internal("recording was not transcribed"))))
+        .collect()
 }

@@ -60,6 +60,12 @@ impl LocalAgreement {
             let new: Vec<Word> = hypothesis.into_iter().skip(repeats).collect();
             return self.agree(new);
         }
+        if let Some(skip) = self.aligned_prefix(&hypothesis) {
+            // Re-worded committed text ("Hello. Hello?" → "Oh, hello."): skip what aligns
+            // with it by text; word times of a re-decode are too rough to cut by.
+            let new: Vec<Word> = hypothesis.into_iter().skip(skip).collect();
+            return self.agree(new);
+        }
         let mut new: Vec<Word> = hypothesis
             .into_iter()
             .filter(|w| w.start > self.committed_end - TIME_SLACK || self.committed_end == 0.0)
@@ -80,6 +86,35 @@ impl LocalAgreement {
             }
         }
         self.agree(new)
+    }
+
+    /// How many words at the start of `hypothesis` re-say the committed words of the buffer:
+    /// the prefix length with the smallest word edit distance to them (the longest such prefix
+    /// on ties). `None` when nothing is committed in the buffer or less than half of it aligns.
+    fn aligned_prefix(&self, hypothesis: &[Word]) -> Option<usize> {
+        let n = self.in_buffer.len();
+        if n == 0 {
+            return None;
+        }
+        let committed: Vec<String> = self.in_buffer.iter().map(|w| key(&w.word)).collect();
+        let max_j = hypothesis.len().min(n + n / 2 + 2);
+        let hyp: Vec<String> = hypothesis[..max_j].iter().map(|w| key(&w.word)).collect();
+        // prev[j]: edit distance between the committed words so far and hyp[..j].
+        let mut prev: Vec<usize> = (0..=max_j).collect();
+        for (i, c) in committed.iter().enumerate() {
+            let mut cur = vec![i + 1; max_j + 1];
+            for j in 1..=max_j {
+                cur[j] = (prev[j - 1] + usize::from(*c != hyp[j - 1]))
+                    .min(prev[j] + 1)
+                    .min(cur[j - 1] + 1);
+            }
+            prev = cur;
+        }
+        let (best, dist) = prev
+            .iter()
+            .enumerate()
+            .min_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(&a.0)))?;
+        (2 * dist <= n).then_some(best)
     }
 
     /// Confirms the common prefix of `new` and the pending words; `new`'s rest becomes pending.
@@ -182,6 +217,32 @@ mod tests {
         let c = la.insert(words(&[("for", 2.6), ("you", 3.0), ("too", 3.5)]));
         assert_eq!(texts(&c), ["you"]);
         assert_eq!(texts(la.pending()), ["too"]);
+    }
+
+    #[test]
+    fn reworded_committed_words_are_skipped_by_alignment() {
+        let mut la = LocalAgreement::new();
+        let h = words(&[
+            ("Hello.", 6.0),
+            ("Hello?", 6.5),
+            ("Hello?", 7.0),
+            ("I", 7.5),
+        ]);
+        la.insert(h.clone());
+        assert_eq!(texts(&la.insert(h)), ["Hello.", "Hello?", "Hello?", "I"]);
+        // The re-decode merges two words into "Oh, hello." and spreads times differently
+        // (everything earlier than the committed end): the new words must survive.
+        let re = words(&[
+            ("Hello?", 5.0),
+            ("Oh,", 5.5),
+            ("hello.", 5.8),
+            ("I", 6.0),
+            ("didn't", 6.3),
+            ("know", 6.6),
+        ]);
+        assert!(la.insert(re.clone()).is_empty());
+        assert_eq!(texts(la.pending()), ["didn't", "know"]);
+        assert_eq!(texts(&la.insert(re)), ["didn't", "know"]);
     }
 
     #[test]

@@ -12,7 +12,7 @@ use dicta_models::whisper::Whisper;
 use super::chunker::{Chunk, ChunkGeometry};
 use super::ctc::{ChunkLogProbs, CtcBackend, CtcChunkModel, CtcSession, CtcStreamDecoder};
 use super::whisper::{WhisperBackend, WhisperChunkModel, WhisperGeometry, WhisperSession};
-use super::worker::{StreamModel, Worker, WorkerConfig, WorkerStats};
+use super::worker::{with_threads, StreamModel, Worker, WorkerConfig, WorkerStats};
 use super::{EndpointOptions, Event};
 use crate::whisper::DecodeOptions;
 
@@ -30,6 +30,8 @@ pub struct StreamConfig {
     pub left_context_seconds: f32,
     /// Whisper: cut the buffer after confirmed segments once it is longer than this.
     pub whisper_trim_seconds: f32,
+    /// Threads of the worker's model calls (their own rayon pool); `None`: rayon's global pool.
+    pub threads: Option<usize>,
 }
 
 impl Default for StreamConfig {
@@ -40,6 +42,7 @@ impl Default for StreamConfig {
             step_seconds: None,
             left_context_seconds: 1.28,
             whisper_trim_seconds: 15.0,
+            threads: None,
         }
     }
 }
@@ -126,6 +129,7 @@ impl StreamEngine {
         decoder: CtcStreamDecoder,
         config: StreamConfig,
     ) -> Result<Self> {
+        let model = with_threads(model, config.threads)?;
         let worker = Worker::spawn(model, config.worker, "dicta-stream-ctc")?;
         let backend = CtcBackend {
             worker,
@@ -144,8 +148,11 @@ impl StreamEngine {
             config.step_seconds.unwrap_or(1.0),
             config.whisper_trim_seconds,
         )?;
-        let chunk_model = WhisperChunkModel::new(model, opts)?;
-        let worker = Worker::spawn(Arc::new(chunk_model), config.worker, "dicta-stream-whisper")?;
+        let chunk_model = with_threads(
+            Arc::new(WhisperChunkModel::new(model, opts)?),
+            config.threads,
+        )?;
+        let worker = Worker::spawn(chunk_model, config.worker, "dicta-stream-whisper")?;
         let backend = WhisperBackend { worker, geometry };
         Ok(Self::with_backend(
             Backend::Whisper(Arc::new(backend)),
@@ -324,6 +331,15 @@ impl Session {
         tokio::task::spawn_blocking(move || lock(&core).end(id, &alive))
             .await
             .map_err(|e| Error::internal(format!("stream end task failed: {e}")))?
+    }
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("id", &self.id)
+            .field("buffered_samples", &self.buffered_samples())
+            .finish_non_exhaustive()
     }
 }
 

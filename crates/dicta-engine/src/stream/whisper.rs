@@ -210,7 +210,17 @@ impl WhisperSession {
             Err(e) if e.kind == ErrorKind::EmptyInput => None,
             Err(e) => return Err(e),
         };
-        let (words, ends) = transcript.map(|t| words_of(&t, offset)).unwrap_or_default();
+        let limit = offset + self.buffer.len() as f64 / SAMPLE_RATE as f64;
+        let (words, ends) = transcript
+            .map(|t| words_of(&t, offset, limit))
+            .unwrap_or_default();
+        tracing::debug!(
+            session = id,
+            buffer_start = offset,
+            buffer_seconds = self.buffer.len() as f64 / SAMPLE_RATE as f64,
+            hypothesis = %join(&words),
+            "whisper stream hypothesis"
+        );
         self.segment_ends = ends;
         let confirmed = self.agreement.insert(words);
         if let Some(e) = final_event(confirmed) {
@@ -272,20 +282,33 @@ impl WhisperSession {
     }
 }
 
-/// Words of a transcript with absolute times, and its segments' absolute ends. Segments without
-/// word timings get their words spread over the segment by character count.
-fn words_of(t: &Transcript, offset: f64) -> (Vec<Word>, Vec<f64>) {
+/// Words of a transcript with absolute times, and its segments' absolute ends; times are
+/// clamped to `limit` (the end of the decoded audio), since Whisper's timestamps may overshoot a
+/// short buffer. Segments without word timings get their words spread over the segment by
+/// character count.
+///
+/// "Words" without a letter or digit (a lone "." or "-") are dropped: they carry no text, and
+/// Whisper emits runs of them on silence or noise; confirmed, their spread times would push the
+/// committed end past real speech that follows, and that speech would be lost.
+fn words_of(t: &Transcript, offset: f64, limit: f64) -> (Vec<Word>, Vec<f64>) {
     let mut words = Vec::new();
     let mut ends = Vec::new();
+    let clamp = |s: f64| (offset + s).min(limit);
+    let has_text = |w: &str| w.chars().any(char::is_alphanumeric);
     for seg in &t.segments {
-        ends.push(offset + seg.end);
+        ends.push(clamp(seg.end));
         if !seg.words.is_empty() {
-            words.extend(seg.words.iter().map(|w| Word {
-                word: w.word.trim().to_string(),
-                start: offset + w.start,
-                end: offset + w.end,
-                probability: w.probability,
-            }));
+            words.extend(
+                seg.words
+                    .iter()
+                    .filter(|w| has_text(&w.word))
+                    .map(|w| Word {
+                        word: w.word.trim().to_string(),
+                        start: clamp(w.start),
+                        end: clamp(w.end),
+                        probability: w.probability,
+                    }),
+            );
             continue;
         }
         let parts: Vec<&str> = seg.text.split_whitespace().collect();
@@ -297,12 +320,14 @@ fn words_of(t: &Transcript, offset: f64) -> (Vec<Word>, Vec<f64>) {
             let s = seg.start + span * at as f64 / total.max(1) as f64;
             at += n;
             let e = seg.start + span * at as f64 / total.max(1) as f64;
-            words.push(Word {
-                word: p.to_string(),
-                start: offset + s,
-                end: offset + e,
-                probability: None,
-            });
+            if has_text(p) {
+                words.push(Word {
+                    word: p.to_string(),
+                    start: clamp(s),
+                    end: clamp(e),
+                    probability: None,
+                });
+            }
         }
     }
     (words, ends)

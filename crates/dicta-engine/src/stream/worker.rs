@@ -26,6 +26,42 @@ pub trait StreamModel: Send + Sync {
     fn forward_chunks(&self, requests: &[Self::Request]) -> Vec<Result<Self::Output>>;
 }
 
+/// Runs every call of `inner` inside its own rayon pool of `threads` threads, so a worker's
+/// model kernels use a bounded number of cores (`None`: the caller's pool, i.e. rayon's global).
+///
+/// Errors: `Internal` when the pool cannot be built; `InvalidInput` for `Some(0)`.
+pub fn with_threads<R: Send + Sync + 'static, O: Send + 'static>(
+    inner: Arc<dyn StreamModel<Request = R, Output = O>>,
+    threads: Option<usize>,
+) -> Result<Arc<dyn StreamModel<Request = R, Output = O>>> {
+    let Some(n) = threads else {
+        return Ok(inner);
+    };
+    if n == 0 {
+        return Err(Error::invalid_input("stream threads must be >= 1, got 0"));
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(n)
+        .thread_name(|i| format!("dicta-stream-{i}"))
+        .build()
+        .map_err(|e| Error::internal(format!("stream thread pool: {e}")))?;
+    Ok(Arc::new(InPool { inner, pool }))
+}
+
+struct InPool<R, O> {
+    inner: Arc<dyn StreamModel<Request = R, Output = O>>,
+    pool: rayon::ThreadPool,
+}
+
+impl<R: Send + Sync + 'static, O: Send + 'static> StreamModel for InPool<R, O> {
+    type Request = R;
+    type Output = O;
+
+    fn forward_chunks(&self, requests: &[R]) -> Vec<Result<O>> {
+        self.pool.install(|| self.inner.forward_chunks(requests))
+    }
+}
+
 /// Batching settings of a worker.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct WorkerConfig {
@@ -113,10 +149,19 @@ impl<R: Send + 'static, O: Send + 'static> Worker<R, O> {
             stats: Mutex::new(WorkerStats::default()),
         });
         let thread_shared = Arc::clone(&shared);
+        let (started_tx, started) = mpsc::sync_channel::<()>(1);
         let thread = std::thread::Builder::new()
             .name(name.to_string())
-            .spawn(move || run(&thread_shared, model.as_ref()))
+            .spawn(move || {
+                let _ = started_tx.send(());
+                run(&thread_shared, model.as_ref())
+            })
             .map_err(|e| Error::internal(format!("cannot start stream worker thread: {e}")))?;
+        // Return only once the thread runs (named, visible to the OS), so callers observe a
+        // started worker.
+        started
+            .recv()
+            .map_err(|_| Error::internal("stream worker thread exited at start"))?;
         Ok(Self {
             shared,
             thread: Some(thread),

@@ -14,6 +14,7 @@ pub mod options;
 pub mod segments;
 mod transcriber;
 mod window;
+pub mod words;
 
 pub use options::{DecodeOptions, LongFormMode, Task};
 pub use transcriber::{TranscribeOutput, WhisperTranscriber};

@@ -80,6 +80,13 @@ pub struct DecodeOptions {
     pub max_new_tokens: Option<usize>,
     /// Seed of the sampler used at temperature > 0.
     pub seed: u64,
+    /// Word-level timestamps from the cross-attention of the alignment heads (faster-whisper's
+    /// `word_timestamps`); in sequential long-form the next window then starts at the last word.
+    pub word_timestamps: bool,
+    /// With `word_timestamps`: punctuation merged into the following word.
+    pub prepend_punctuations: String,
+    /// With `word_timestamps`: punctuation merged into the preceding word.
+    pub append_punctuations: String,
 }
 
 impl Default for DecodeOptions {
@@ -104,6 +111,9 @@ impl Default for DecodeOptions {
             task: Task::Transcribe,
             max_new_tokens: None,
             seed: 0,
+            word_timestamps: false,
+            prepend_punctuations: super::words::DEFAULT_PREPEND_PUNCTUATIONS.to_string(),
+            append_punctuations: super::words::DEFAULT_APPEND_PUNCTUATIONS.to_string(),
         }
     }
 }
@@ -183,6 +193,9 @@ mod tests {
         assert_eq!(o.no_speech_threshold, Some(0.6));
         assert_eq!(o.suppress_tokens, vec![-1]);
         assert!(o.suppress_blank && o.condition_on_previous_text && !o.without_timestamps);
+        assert!(!o.word_timestamps);
+        assert_eq!(o.prepend_punctuations, "\"'“¿([{-");
+        assert_eq!(o.append_punctuations, "\"'.。,，!！?？:：”)]}、");
         o.validate().unwrap();
     }
 

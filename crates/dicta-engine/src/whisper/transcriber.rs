@@ -7,12 +7,15 @@ use dicta_models::whisper::{Whisper, WhisperTokenizer};
 
 use super::fallback::{is_silence, Attempt};
 use super::logits::argmax;
-use super::longform::{merge_windows, plan_windows, PlannedWindow, WindowSegment};
+use super::longform::{PlannedWindow, WindowSegment};
 use super::options::{DecodeOptions, LongFormMode, Task};
 use super::segments::{
     split_by_timestamps, RawSegment, FRAMES_PER_SECOND, TIME_PRECISION, WINDOW_FRAMES,
 };
-use super::window::{ce, WindowDecoder, WindowJob};
+use super::window::{ce, AlignRequest, WindowDecoder, WindowJob};
+use super::words::{last_end, place_words, splits_on_unicode, PlacedWord, SegmentSpan};
+
+mod batched;
 
 /// Samples of zero padding faster-whisper's feature extractor appends (one hop).
 const FEATURE_PADDING: usize = 160;
@@ -56,6 +59,10 @@ struct SeqState {
     prompt_reset_since: usize,
     sot_seq: Vec<u32>,
     segments: Vec<Segment>,
+    /// End of the last speech (s), for the word-timestamp pause heuristics.
+    last_speech: f64,
+    /// Words are split at unicode boundaries (languages without spaces).
+    split_on_unicode: bool,
 }
 
 impl<'m> WhisperTranscriber<'m> {
@@ -140,10 +147,25 @@ impl<'m> WhisperTranscriber<'m> {
                     prompt_reset_since: 0,
                     sot_seq,
                     segments: Vec::new(),
+                    last_speech: 0.0,
+                    split_on_unicode: splits_on_unicode(&lang),
                 });
             }
         }
-        self.run_sequential(&mut seq, &decoder, batch_size, &mut out)?;
+        let long_segments = if let LongFormMode::Batched { overlap_seconds } = mode {
+            self.run_batched(
+                &mut seq,
+                &long,
+                &languages,
+                overlap_seconds,
+                &decoder,
+                batch_size,
+                &mut out,
+            )?
+        } else {
+            self.run_sequential(&mut seq, &decoder, batch_size, &mut out)?;
+            Vec::new()
+        };
         for st in seq {
             let dur = audios[st.input].len() as f64 / 16000.0;
             results[st.input] = Some(Ok(transcript(
@@ -153,18 +175,9 @@ impl<'m> WhisperTranscriber<'m> {
                 st.segments,
             )));
         }
-        if let LongFormMode::Batched { overlap_seconds } = mode {
-            for (i, segs) in self.run_batched(
-                &long,
-                &languages,
-                overlap_seconds,
-                &decoder,
-                batch_size,
-                &mut out,
-            )? {
-                let dur = audios[i].len() as f64 / 16000.0;
-                results[i] = Some(Ok(transcript(i, &languages[i], dur, segs)));
-            }
+        for (i, segs) in long_segments {
+            let dur = audios[i].len() as f64 / 16000.0;
+            results[i] = Some(Ok(transcript(i, &languages[i], dur, segs)));
         }
         out.transcripts = results
             .into_iter()
@@ -182,7 +195,6 @@ impl<'m> WhisperTranscriber<'m> {
         out: &mut TranscribeOutput,
     ) -> Result<()> {
         let opts = decoder.opts;
-        let tb = self.model.config.special.timestamp_begin;
         loop {
             let active: Vec<usize> = (0..states.len())
                 .filter(|&i| states[i].seek < states[i].content_frames)
@@ -193,158 +205,120 @@ impl<'m> WhisperTranscriber<'m> {
             }
             let jobs: Vec<WindowJob> = active
                 .iter()
-                .map(|&i| {
-                    let st = &states[i];
-                    let size = WINDOW_FRAMES.min(st.content_frames - st.seek);
-                    WindowJob {
-                        mel: window(&st.mel, st.seek, size),
-                        prompt: self.prompt(
-                            &st.all_tokens[st.prompt_reset_since..],
-                            &st.sot_seq,
-                            opts,
-                        ),
-                        seed_key: st.seek as u64,
-                    }
-                })
+                .map(|&i| self.seq_job(&states[i], opts))
                 .collect();
             out.windows += jobs.len();
             out.batch_sizes.push(jobs.len());
             let refs: Vec<&WindowJob> = jobs.iter().collect();
-            let attempts = decoder.decode(&refs)?;
-            for (&i, a) in active.iter().zip(attempts) {
-                let st = &mut states[i];
-                let size = WINDOW_FRAMES.min(st.content_frames - st.seek);
-                if is_silence(&a, opts) {
-                    st.seek += size;
+            let (attempts, enc) = decoder.decode_keep(&refs)?;
+            let rows: Vec<(usize, usize)> = active.iter().copied().zip(0..).collect();
+            self.seq_apply(states, &rows, attempts, &enc, decoder)?;
+        }
+    }
+
+    /// The next window of a recording in the seek loop.
+    fn seq_job(&self, st: &SeqState, opts: &DecodeOptions) -> WindowJob {
+        let size = WINDOW_FRAMES.min(st.content_frames - st.seek);
+        WindowJob {
+            mel: window(&st.mel, st.seek, size),
+            prompt: self.prompt(&st.all_tokens[st.prompt_reset_since..], &st.sot_seq, opts),
+            seed_key: st.seek as u64,
+        }
+    }
+
+    /// Advances the seek loop of the recordings in `rows` (state index, row of its window in
+    /// `enc` `[N, 1500, d]`) with their decoded windows (`attempts`, same order).
+    fn seq_apply(
+        &self,
+        states: &mut [SeqState],
+        rows: &[(usize, usize)],
+        attempts: Vec<Attempt>,
+        enc: &candle_core::Tensor,
+        decoder: &WindowDecoder<'_>,
+    ) -> Result<()> {
+        let opts = decoder.opts;
+        let tb = self.model.config.special.timestamp_begin;
+        let eot = self.model.config.special.eot;
+        let mut decoded = Vec::with_capacity(rows.len());
+        let mut requests = Vec::new();
+        for (&(i, row), a) in rows.iter().zip(attempts) {
+            let st = &mut states[i];
+            let size = WINDOW_FRAMES.min(st.content_frames - st.seek);
+            if is_silence(&a, opts) {
+                st.seek += size;
+                continue;
+            }
+            let split = split_by_timestamps(&a.tokens, tb, st.seek, size);
+            if opts.word_timestamps {
+                requests.push(AlignRequest {
+                    row,
+                    sot_sequence: st.sot_seq.clone(),
+                    text_tokens: split
+                        .segments
+                        .iter()
+                        .flat_map(|s| s.tokens.iter().copied().filter(|&t| t < eot))
+                        .collect(),
+                    num_frames: size,
+                    split_on_unicode: st.split_on_unicode,
+                });
+            }
+            decoded.push((i, a, split));
+        }
+        // One batched alignment pass over this call's windows, on the same encoder states.
+        let mut aligned = if opts.word_timestamps {
+            decoder.align(enc, &requests)?.into_iter()
+        } else {
+            Vec::new().into_iter()
+        };
+        for (i, a, split) in decoded {
+            let st = &mut states[i];
+            let mut raws = split.segments;
+            let mut words: Vec<Vec<PlacedWord>> = vec![Vec::new(); raws.len()];
+            let mut seek = split.seek;
+            if let Some(window_words) = aligned.next() {
+                let time_offset = st.seek as f64 / FRAMES_PER_SECOND as f64;
+                let mut spans: Vec<SegmentSpan> = raws
+                    .iter()
+                    .map(|r| SegmentSpan {
+                        start: r.start,
+                        end: r.end,
+                        text_tokens: r.tokens.iter().filter(|&&t| t < eot).count(),
+                    })
+                    .collect();
+                words = place_words(&window_words, &mut spans, time_offset, st.last_speech);
+                for (r, sp) in raws.iter_mut().zip(&spans) {
+                    (r.start, r.end) = (sp.start, sp.end);
+                }
+                let end = last_end(&spans, &words);
+                // faster-whisper: without a closing single timestamp, the next window
+                // starts at the last word's end.
+                if let Some(e) = end.filter(|&e| e > time_offset) {
+                    if !split.single_timestamp_ending {
+                        let to = (e * FRAMES_PER_SECOND as f64).round_ties_even() as usize;
+                        seek = to.max(st.seek + 1);
+                    }
+                }
+                if let Some(e) = end {
+                    st.last_speech = e;
+                }
+            }
+            st.seek = seek;
+            for (raw, w) in raws.into_iter().zip(words) {
+                let text = self.model.tokenizer.decode(&raw.tokens)?;
+                if raw.start == raw.end || text.trim().is_empty() {
                     continue;
                 }
-                let split = split_by_timestamps(&a.tokens, tb, st.seek, size);
-                st.seek = split.seek;
-                for raw in split.segments {
-                    let text = self.model.tokenizer.decode(&raw.tokens)?;
-                    if raw.start == raw.end || text.trim().is_empty() {
-                        continue;
-                    }
-                    st.all_tokens.extend_from_slice(&raw.tokens);
-                    st.segments.push(segment(&raw, text, &a));
-                }
-                if !opts.condition_on_previous_text
-                    || a.temperature > opts.prompt_reset_on_temperature
-                {
-                    st.prompt_reset_since = st.all_tokens.len();
-                }
+                st.all_tokens.extend_from_slice(&raw.tokens);
+                let mut seg = segment(&raw, text, &a);
+                seg.words = w.into_iter().map(core_word).collect();
+                st.segments.push(seg);
+            }
+            if !opts.condition_on_previous_text || a.temperature > opts.prompt_reset_on_temperature
+            {
+                st.prompt_reset_since = st.all_tokens.len();
             }
         }
-    }
-
-    /// Fixed overlapping windows of all long recordings, decoded in batches, merged. Where
-    /// the earlier window's last segment ends less than 3 s after the later window starts
-    /// (Whisper skips speech cut by a window edge), a repair window starting at
-    /// the earlier window's last timestamp (where the sequential mode would seek) is decoded
-    /// in a second batched pass and merged in between.
-    fn run_batched(
-        &self,
-        long: &[(usize, MelSpectrogram, usize)],
-        languages: &[Result<String>],
-        overlap_seconds: f32,
-        decoder: &WindowDecoder<'_>,
-        batch_size: usize,
-        out: &mut TranscribeOutput,
-    ) -> Result<Vec<(usize, Vec<Segment>)>> {
-        const TRUSTED_AFTER_CUT_SECONDS: f64 = 3.0;
-        let opts = decoder.opts;
-        let initial = self.initial_prompt(opts)?;
-        let mut prompts = Vec::with_capacity(long.len());
-        for (i, _, _) in long {
-            let lang = languages[*i].as_ref().map_err(|e| e.clone())?;
-            prompts.push(self.prompt(&initial, &self.sot_sequence(lang, opts.task)?, opts));
-        }
-        let plans: Vec<(usize, PlannedWindow)> = long
-            .iter()
-            .enumerate()
-            .flat_map(|(k, (_, _, content))| {
-                plan_windows(*content, overlap_seconds)
-                    .into_iter()
-                    .map(move |w| (k, w))
-            })
-            .collect();
-        let mut per_rec: Vec<Vec<DecodedWindow>> = vec![Vec::new(); long.len()];
-        for (k, d) in self.decode_planned(long, &prompts, &plans, decoder, batch_size, out)? {
-            per_rec[k].push(d);
-        }
-        let mut repairs = Vec::new();
-        for (k, wins) in per_rec.iter().enumerate() {
-            for pair in wins.windows(2) {
-                let a_end = pair[0].segments.last().map_or(pair[0].start, |s| s.end);
-                // The first seconds of a window cut into speech are unreliable (Whisper skips
-                // the partial sentence yet still stamps its first segment near 0 s), so the
-                // earlier window must reach well into the overlap.
-                if a_end < pair[1].start + TRUSTED_AFTER_CUT_SECONDS {
-                    let start =
-                        ((a_end * FRAMES_PER_SECOND as f64).round() as usize).min(long[k].2);
-                    let len = WINDOW_FRAMES.min(long[k].2 - start);
-                    if len > 0 {
-                        repairs.push((k, PlannedWindow { start, len }));
-                    }
-                }
-            }
-        }
-        for (k, d) in self.decode_planned(long, &prompts, &repairs, decoder, batch_size, out)? {
-            per_rec[k].push(d);
-        }
-        let mut res = Vec::new();
-        for (k, mut wins) in per_rec.into_iter().enumerate() {
-            wins.sort_by(|a, b| a.start.total_cmp(&b.start));
-            let input: Vec<(f64, f64, Vec<WindowSegment>)> = wins
-                .iter()
-                .map(|w| (w.start, w.end, w.segments.clone()))
-                .collect();
-            let mut segs = Vec::new();
-            for m in merge_windows(&input) {
-                let tokens = match m.tokens {
-                    Some(t) => t,
-                    None => self.model.tokenizer.encode(&m.text)?,
-                };
-                let raw = RawSegment {
-                    start: m.start,
-                    end: m.end,
-                    tokens,
-                };
-                segs.push(segment(&raw, m.text, &wins[m.window].attempt));
-            }
-            res.push((long[k].0, segs));
-        }
-        Ok(res)
-    }
-
-    /// Decodes planned windows (recording index, window) in batches of `batch_size`.
-    fn decode_planned(
-        &self,
-        long: &[(usize, MelSpectrogram, usize)],
-        prompts: &[Vec<u32>],
-        plans: &[(usize, PlannedWindow)],
-        decoder: &WindowDecoder<'_>,
-        batch_size: usize,
-        out: &mut TranscribeOutput,
-    ) -> Result<Vec<(usize, DecodedWindow)>> {
-        let mut res = Vec::with_capacity(plans.len());
-        for chunk in plans.chunks(batch_size) {
-            let jobs: Vec<WindowJob> = chunk
-                .iter()
-                .map(|(k, w)| WindowJob {
-                    mel: window(&long[*k].1, w.start, w.len),
-                    prompt: prompts[*k].clone(),
-                    seed_key: w.start as u64,
-                })
-                .collect();
-            out.windows += jobs.len();
-            out.batch_sizes.push(jobs.len());
-            let refs: Vec<&WindowJob> = jobs.iter().collect();
-            for ((k, w), a) in chunk.iter().zip(decoder.decode(&refs)?) {
-                res.push((*k, self.window_segments(*w, a, decoder.opts)?));
-            }
-        }
-        Ok(res)
+        Ok(())
     }
 
     /// All segments of one fixed window, including the unfinished text after the last
@@ -354,8 +328,12 @@ impl<'m> WhisperTranscriber<'m> {
         &self,
         w: PlannedWindow,
         a: Attempt,
-        opts: &DecodeOptions,
+        enc: &candle_core::Tensor,
+        row: usize,
+        prompt: &[u32],
+        decoder: &WindowDecoder<'_>,
     ) -> Result<DecodedWindow> {
+        let opts = decoder.opts;
         let tb = self.model.config.special.timestamp_begin;
         let start = w.start as f64 / FRAMES_PER_SECOND as f64;
         let end = (w.start + w.len) as f64 / FRAMES_PER_SECOND as f64;
@@ -373,8 +351,14 @@ impl<'m> WhisperTranscriber<'m> {
                     tokens: tail,
                 });
             }
+            let mut words = match opts.word_timestamps {
+                true => self.fixed_window_words(enc, row, prompt, w, &raws, decoder)?,
+                false => Vec::new(),
+            }
+            .into_iter();
             for raw in raws {
                 let text = self.model.tokenizer.decode(&raw.tokens)?;
+                let words = words.next().unwrap_or_default();
                 if text.trim().is_empty() {
                     continue;
                 }
@@ -383,6 +367,7 @@ impl<'m> WhisperTranscriber<'m> {
                     end: raw.end.max(raw.start),
                     text,
                     tokens: raw.tokens,
+                    words: words.into_iter().map(core_word).collect(),
                 });
             }
         }
@@ -392,6 +377,55 @@ impl<'m> WhisperTranscriber<'m> {
             segments,
             attempt: a,
         })
+    }
+
+    /// Words of one fixed window's segments (the tail included), aligned on its encoder row.
+    /// Segment times are left as decoded so the merge sees the same windows with and without
+    /// words; the pause heuristics count from the window start.
+    fn fixed_window_words(
+        &self,
+        enc: &candle_core::Tensor,
+        row: usize,
+        prompt: &[u32],
+        w: PlannedWindow,
+        raws: &[RawSegment],
+        decoder: &WindowDecoder<'_>,
+    ) -> Result<Vec<Vec<PlacedWord>>> {
+        let cfg = &self.model.config;
+        let sp = &cfg.special;
+        let eot = sp.eot;
+        // The SOT sequence is the prompt from <|startoftranscript|> on, minus <|notimestamps|>.
+        let sot_at = prompt.iter().position(|&t| t == sp.sot).unwrap_or(0);
+        let sot_sequence: Vec<u32> = prompt[sot_at..]
+            .iter()
+            .copied()
+            .filter(|&t| t != sp.no_timestamps)
+            .collect();
+        let language = sot_sequence
+            .get(1)
+            .and_then(|&id| cfg.lang_ids.iter().find(|(_, l)| *l == id))
+            .map_or("en", |(code, _)| code.as_str());
+        let request = AlignRequest {
+            row,
+            sot_sequence,
+            text_tokens: raws
+                .iter()
+                .flat_map(|r| r.tokens.iter().copied().filter(|&t| t < eot))
+                .collect(),
+            num_frames: w.len,
+            split_on_unicode: splits_on_unicode(language),
+        };
+        let window_words = decoder.align(enc, std::slice::from_ref(&request))?;
+        let mut spans: Vec<SegmentSpan> = raws
+            .iter()
+            .map(|r| SegmentSpan {
+                start: r.start,
+                end: r.end,
+                text_tokens: r.tokens.iter().filter(|&&t| t < eot).count(),
+            })
+            .collect();
+        let offset = w.start as f64 / FRAMES_PER_SECOND as f64;
+        Ok(place_words(&window_words[0], &mut spans, offset, offset))
     }
 
     /// Language per recording: the option, "en" for English-only models, or detected from the
@@ -539,6 +573,65 @@ fn window(mel: &MelSpectrogram, start: usize, size: usize) -> Vec<f32> {
         out[m * WINDOW_FRAMES..m * WINDOW_FRAMES + size].copy_from_slice(src);
     }
     out
+}
+
+/// The words of a merged segment `[start, end]` with `text`: all words of the window segment
+/// it is (same text and start); for a segment the merge cut, the words of the window segment
+/// whose text it begins (or ends) that spell it; else the window's words whose midpoint lies
+/// in `[start, end]`.
+fn merged_words(
+    segments: &[WindowSegment],
+    text: &str,
+    start: f64,
+    end: f64,
+) -> Vec<dicta_core::Word> {
+    if let Some(s) = segments.iter().find(|s| s.text == text && s.start == start) {
+        return s.words.clone();
+    }
+    let squeeze = |s: &str| s.split_whitespace().collect::<String>();
+    let part = squeeze(text);
+    for s in segments {
+        let full = squeeze(&s.text);
+        let spell = |words: &mut dyn Iterator<Item = &dicta_core::Word>| {
+            let mut got = String::new();
+            let mut out = Vec::new();
+            for w in words {
+                if got.len() >= part.len() {
+                    break;
+                }
+                got.push_str(&squeeze(&w.word));
+                out.push(w.clone());
+            }
+            (got.len() == part.len()).then_some(out)
+        };
+        if full.starts_with(&part) {
+            if let Some(w) = spell(&mut s.words.iter()) {
+                return w;
+            }
+        }
+        if full.ends_with(&part) {
+            if let Some(mut w) = spell(&mut s.words.iter().rev()) {
+                w.reverse();
+                return w;
+            }
+        }
+    }
+    segments
+        .iter()
+        .flat_map(|s| &s.words)
+        .filter(|w| (start..=end).contains(&((w.start + w.end) / 2.0)))
+        .cloned()
+        .collect()
+}
+
+/// A placed word as the transcript carries it (surrounding whitespace trimmed).
+fn core_word(w: PlacedWord) -> dicta_core::Word {
+    dicta_core::Word {
+        word: w.word.trim().to_string(),
+        start: w.start,
+        end: w.end,
+        probability: Some(w.probability),
+    }
 }
 
 fn segment(raw: &RawSegment, text: String, a: &Attempt) -> Segment {

@@ -12,6 +12,10 @@ use super::fallback::{compression_ratio, needs_fallback, select_after_all_failed
 use super::greedy::{greedy_search, Hypothesis, Sampler, SearchParams, StepModel};
 use super::logits::{softmax_prob, LogitRules};
 use super::options::DecodeOptions;
+use super::words::{
+    alignment_matrix, clip_and_merge, find_alignment, negative_dtw, split_to_word_tokens,
+    WindowWords, MEDIAN_FILTER_WIDTH,
+};
 
 /// One window to decode.
 #[derive(Debug, Clone)]
@@ -24,6 +28,21 @@ pub struct WindowJob {
     /// Identifies the window for the sampler's seed (mel frame offset in its recording), so a
     /// window samples the same tokens alone or batched.
     pub seed_key: u64,
+}
+
+/// One window to align words in: its text tokens over its encoder row.
+#[derive(Debug, Clone)]
+pub struct AlignRequest {
+    /// Row of the encoder states the window was decoded from.
+    pub row: usize,
+    /// `<|startoftranscript|>` (+ language and task tokens on multilingual models).
+    pub sot_sequence: Vec<u32>,
+    /// The text tokens to align (ids below `<|endoftext|>`, all kept segments of the window).
+    pub text_tokens: Vec<u32>,
+    /// Mel frames of content in the window (≤ 3000).
+    pub num_frames: usize,
+    /// Split words at unicode boundaries (languages written without spaces).
+    pub split_on_unicode: bool,
 }
 
 /// [`StepModel`] over the real model and one per-request cache.
@@ -83,11 +102,12 @@ impl WindowDecoder<'_> {
         self.model.encode(&mel)
     }
 
-    /// Decodes every job with temperature fallback; returns the settled attempt per job.
-    /// Jobs are grouped by prompt shape (rows of one model call must share positions).
-    pub fn decode(&self, jobs: &[&WindowJob]) -> Result<Vec<Attempt>> {
+    /// Encodes and decodes every job with temperature fallback; returns the settled attempt per
+    /// job and the encoder states `[N, 1500, d]` (row `i` = job `i`), which word alignment
+    /// reuses. Jobs are grouped by prompt shape (rows of one model call must share positions).
+    pub fn decode_keep(&self, jobs: &[&WindowJob]) -> Result<(Vec<Attempt>, Tensor)> {
         if jobs.is_empty() {
-            return Ok(Vec::new());
+            return Err(Error::invalid_input("decode: no windows given"));
         }
         let enc = self.encode(jobs)?;
         let mut out: Vec<Option<Attempt>> = vec![None; jobs.len()];
@@ -107,10 +127,132 @@ impl WindowDecoder<'_> {
                 out[r] = Some(a);
             }
         }
-        Ok(out
+        let attempts = out
             .into_iter()
             .map(|a| a.expect("every job is in a group"))
-            .collect())
+            .collect();
+        Ok((attempts, enc))
+    }
+
+    /// Word timings of decoded windows (CTranslate2's `align` + faster-whisper's
+    /// `find_alignment`, then sentence-end clipping and punctuation merging): one teacher-forced
+    /// decoder pass over all requests with text, batched, on the encoder states `enc`
+    /// `[N, 1500, d]` of [`WindowDecoder::decode_keep`]. Returns one result per request, in order.
+    pub fn align(&self, enc: &Tensor, requests: &[AlignRequest]) -> Result<Vec<WindowWords>> {
+        let mut out = vec![WindowWords::default(); requests.len()];
+        let live: Vec<usize> = (0..requests.len())
+            .filter(|&i| !requests[i].text_tokens.is_empty())
+            .collect();
+        if live.is_empty() {
+            return Ok(out);
+        }
+        let sp = &self.model.config.special;
+        let seqs: Vec<Vec<u32>> = live
+            .iter()
+            .map(|&i| {
+                let r = &requests[i];
+                let mut t = r.sot_sequence.clone();
+                t.push(sp.no_timestamps);
+                t.extend_from_slice(&r.text_tokens);
+                t.push(sp.eot);
+                t
+            })
+            .collect();
+        let width = seqs.iter().map(Vec::len).max().unwrap_or(0);
+        // Padding after the end is harmless: attention is causal.
+        let flat: Vec<u32> = seqs
+            .iter()
+            .flat_map(|s| {
+                s.iter()
+                    .copied()
+                    .chain(std::iter::repeat_n(sp.eot, width - s.len()))
+            })
+            .collect();
+        // Next-token ids, for the probability of each text token (0 where no text follows).
+        let next: Vec<u32> = seqs
+            .iter()
+            .flat_map(|s| {
+                (0..width).map(move |p| match s.get(p + 1) {
+                    Some(&t) if t < sp.eot => t,
+                    _ => 0,
+                })
+            })
+            .collect();
+        let dev = self.model.device();
+        let n = live.len();
+        let rows: Vec<u32> = live.iter().map(|&i| requests[i].row as u32).collect();
+        let enc = select(enc, &rows)?;
+        let tokens = Tensor::from_vec(flat, (n, width), dev).map_err(ce)?;
+        let (weights, logits) = self.model.alignment(&enc, &tokens)?;
+        let frames_max = live
+            .iter()
+            .map(|&i| requests[i].num_frames / 2)
+            .max()
+            .unwrap_or(0)
+            .clamp(1, weights.dim(3).map_err(ce)?);
+        let (_, heads, _, _) = weights.dims4().map_err(ce)?;
+        let weights: Vec<f32> = weights
+            .narrow(3, 0, frames_max)
+            .and_then(|w| w.flatten_all())
+            .and_then(|w| w.to_vec1())
+            .map_err(ce)?;
+        // Probabilities over the text vocabulary only (ids below <|endoftext|>).
+        let next = Tensor::from_vec(next, (n, width, 1), dev).map_err(ce)?;
+        let probs: Vec<f32> = (|| {
+            let l = logits.narrow(2, 0, sp.eot as usize)?;
+            let shifted = l.broadcast_sub(&l.max_keepdim(2)?)?;
+            let log_sum = shifted.exp()?.sum_keepdim(2)?.log()?;
+            (shifted.gather(&next, 2)? - log_sum)?
+                .exp()?
+                .flatten_all()?
+                .to_vec1()
+        })()
+        .map_err(ce)?;
+        let tok = &self.model.tokenizer;
+        for (k, &i) in live.iter().enumerate() {
+            let r = &requests[i];
+            let len = seqs[k].len();
+            let frames = (r.num_frames / 2).clamp(1, frames_max);
+            // The model's softmax ran over all 1500 frames; CTranslate2's runs over the content
+            // frames only, i.e. the same probabilities renormalised over them.
+            let mut w = Vec::with_capacity(heads * len * frames);
+            for a in 0..heads {
+                for l in 0..len {
+                    let at = ((k * heads + a) * width + l) * frames_max;
+                    let row = &weights[at..at + frames];
+                    let sum: f32 = row.iter().sum();
+                    w.extend(row.iter().map(|x| x / sum));
+                }
+            }
+            let sot_len = r.sot_sequence.len();
+            let text_len = r.text_tokens.len();
+            let matrix = alignment_matrix(
+                &mut w,
+                heads,
+                len,
+                frames,
+                MEDIAN_FILTER_WIDTH,
+                sot_len,
+                text_len + 1,
+            );
+            let path = negative_dtw(&matrix, text_len + 1, frames);
+            let token_probs = &probs[k * width + sot_len..k * width + sot_len + text_len];
+            let mut with_eot = r.text_tokens.clone();
+            with_eot.push(sp.eot);
+            let (words, word_tokens) = split_to_word_tokens(
+                &with_eot,
+                sp.eot,
+                r.split_on_unicode,
+                &mut |ids: &[u32]| tok.decode(ids),
+            )?;
+            let timings = find_alignment(&words, &word_tokens, &path, token_probs);
+            out[i] = clip_and_merge(
+                timings,
+                &self.opts.prepend_punctuations,
+                &self.opts.append_punctuations,
+            );
+        }
+        Ok(out)
     }
 
     fn decode_group(

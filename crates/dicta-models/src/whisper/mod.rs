@@ -11,11 +11,13 @@ mod convert;
 mod ct2;
 mod hf;
 mod model;
+mod quant;
 mod tokenizer;
 
 pub use cache::DecoderCache;
 pub use config::{SpecialTokens, WhisperConfig};
 pub use convert::convert_ct2_to_hf;
+pub use quant::{ComputeType, LoadOptions};
 pub use tokenizer::WhisperTokenizer;
 
 use candle_core::{Device, Tensor};
@@ -32,7 +34,7 @@ pub enum WeightFormat {
     HuggingFace,
 }
 
-/// A loaded Whisper model (f32 weights on one device).
+/// A loaded Whisper model on one device (f32 weights, or q8_0 decoder weights for [`ComputeType::Int8`]).
 pub struct Whisper {
     /// Dimensions, special tokens and decoding metadata.
     pub config: WhisperConfig,
@@ -43,6 +45,7 @@ pub struct Whisper {
     encoder: Encoder,
     decoder: Decoder,
     device: Device,
+    compute_type: ComputeType,
 }
 
 impl std::fmt::Debug for Whisper {
@@ -58,6 +61,11 @@ impl Whisper {
     /// Detects the folder format (`model.bin` → CTranslate2; `model.safetensors` → Hugging Face) and
     /// loads in f32 on `device`.
     pub fn load(dir: &Path, device: &Device) -> Result<Self> {
+        Self::load_with(dir, device, &LoadOptions::default())
+    }
+
+    /// Like [`Whisper::load`], with the compute type (and future options) in `opts`.
+    pub fn load_with(dir: &Path, device: &Device, opts: &LoadOptions) -> Result<Self> {
         let (format, config, tokenizer, mut weights) = if dir.join("model.bin").is_file() {
             let (c, t, w) = ct2::load(dir)?;
             (WeightFormat::CTranslate2, c, t, w)
@@ -74,8 +82,16 @@ impl Whisper {
             )));
         };
         config.validate(&weights.source)?;
-        let encoder = Encoder::load(&mut weights, &config, device)?;
-        let decoder = Decoder::load(&mut weights, &config, device)?;
+        let mut ct = opts.compute_type;
+        if ct == ComputeType::Int8 && device.is_cpu() && !quant::int8_kernels_available() {
+            tracing::warn!(
+                "int8 needs a CPU with VNNI int8 dot products (AVX512-VNNI or AVX-VNNI); \
+                 computing in float32, which is faster here"
+            );
+            ct = ComputeType::Float32;
+        }
+        let encoder = Encoder::load(&mut weights, &config, device, ct)?;
+        let decoder = Decoder::load(&mut weights, &config, device, ct)?;
         if !weights.tensors.is_empty() {
             let mut names: Vec<_> = weights.tensors.keys().cloned().collect();
             names.sort();
@@ -89,6 +105,7 @@ impl Whisper {
             ?format,
             layers = config.n_audio_layer,
             width = config.n_audio_state,
+            compute_type = %ct,
             "loaded Whisper"
         );
         Ok(Self {
@@ -98,7 +115,13 @@ impl Whisper {
             encoder,
             decoder,
             device: device.clone(),
+            compute_type: ct,
         })
+    }
+
+    /// Compute type the model was loaded with.
+    pub fn compute_type(&self) -> ComputeType {
+        self.compute_type
     }
 
     /// Device the weights live on.
@@ -185,9 +208,18 @@ impl Whisper {
     /// `<|endoftext|>`) over encoder states [N, n_audio_ctx, d] in one pass →
     /// [N, A, L, n_audio_ctx] softmax probabilities, one slice per `config.alignment_heads` entry, in order.
     pub fn alignment_weights(&self, encoder_out: &Tensor, tokens: &Tensor) -> Result<Tensor> {
+        Ok(self.alignment(encoder_out, tokens)?.0)
+    }
+
+    /// [`Whisper::alignment_weights`] plus the logits of every position from the same pass:
+    /// encoder states [N, n_audio_ctx, d], tokens [N, L] → (weights [N, A, L, n_audio_ctx],
+    /// logits [N, L, n_vocab]). Rows may be padded at the end (attention is causal, so padding
+    /// never changes earlier positions).
+    pub fn alignment(&self, encoder_out: &Tensor, tokens: &Tensor) -> Result<(Tensor, Tensor)> {
         let mut cache = self.new_cache(encoder_out)?;
         let mut probs = Vec::with_capacity(self.config.n_text_layer);
-        self.decoder
+        let hidden = self
+            .decoder
             .forward_with(tokens, &mut cache, Some(&mut probs))?;
         let heads = self
             .config
@@ -196,7 +228,9 @@ impl Whisper {
             .map(|&(l, h)| probs[l].narrow(1, h, 1))
             .collect::<candle_core::Result<Vec<_>>>()
             .map_err(ce)?;
-        Tensor::cat(&heads, 1).map_err(ce)
+        let weights = Tensor::cat(&heads, 1).map_err(ce)?;
+        let logits = self.decoder.logits(&hidden).map_err(ce)?;
+        Ok((weights, logits))
     }
 
     /// Like [`Whisper::decode`] but returns only the last position's logits [N, n_vocab] (the hot path:

@@ -5,6 +5,7 @@
 //! is folded into the query projection, so no per-token work is spent on either.
 
 use super::config::WhisperConfig;
+use super::quant::{ComputeType, Linear};
 use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{Conv1d, Conv1dConfig, LayerNorm};
 use dicta_core::{Error, Result};
@@ -13,8 +14,10 @@ use std::collections::HashMap;
 /// Elements of one block of encoder attention scores (16 MiB of f32).
 const SCORE_BLOCK: usize = 4 << 20;
 
-/// Row count up to which [`Linear`] multiplies in the W·xᵀ orientation.
-const FEW_ROWS: usize = 16;
+/// Whether int8 also quantizes the encoder and the cross-attention K/V projections (large, compute-bound
+/// matmuls over every audio frame). Off: on tiny.en with AVX512-VNNI, q8_0 encoders measured 0.95–1.05×
+/// the f32 gemm encoder, so int8 there would cost accuracy for nothing.
+const ENCODER_INT8: bool = false;
 
 /// Maps a candle error to an internal Dicta error.
 pub(crate) fn ce(e: candle_core::Error) -> Error {
@@ -49,40 +52,6 @@ impl WeightMap {
     }
 }
 
-/// Dense layer y = x·Wᵀ + b, applied to [.., in] as one 2-D matmul (avoids a gemv per batch row).
-#[derive(Clone)]
-struct Linear {
-    /// [out, in]
-    w: Tensor,
-    /// [out]
-    b: Option<Tensor>,
-}
-
-impl Linear {
-    /// x: [.., in] → [.., out].
-    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
-        let dims = x.dims().to_vec();
-        let inner = dims[dims.len() - 1];
-        let rows = x.elem_count() / inner;
-        let x = x.reshape((rows, inner))?;
-        // For a few rows (decoder steps) W·xᵀ streams the weights once without repacking them and is
-        // ~1.3–1.6× faster on CPU than x·Wᵀ; the big encoder matmuls keep the usual orientation.
-        let y = if rows <= FEW_ROWS {
-            self.w.matmul(&x.t()?)?.t()?
-        } else {
-            x.matmul(&self.w.t()?)?
-        };
-        let y = match &self.b {
-            Some(b) => y.broadcast_add(b)?,
-            None => y,
-        };
-        let mut out = dims;
-        let n = out.len();
-        out[n - 1] = self.w.dim(0)?;
-        y.reshape(out)
-    }
-}
-
 fn linear(
     wm: &mut WeightMap,
     p: &str,
@@ -91,14 +60,13 @@ fn linear(
     bias: bool,
     dev: &Device,
 ) -> Result<Linear> {
-    Ok(Linear {
-        w: wm.take(&format!("{p}.weight"), &[o, i], dev)?,
-        b: if bias {
-            Some(wm.take(&format!("{p}.bias"), &[o], dev)?)
-        } else {
-            None
-        },
-    })
+    let w = wm.take(&format!("{p}.weight"), &[o, i], dev)?;
+    let b = if bias {
+        Some(wm.take(&format!("{p}.bias"), &[o], dev)?)
+    } else {
+        None
+    };
+    Linear::new(w, b).map_err(ce)
 }
 
 fn layer_norm(wm: &mut WeightMap, p: &str, d: usize, dev: &Device) -> Result<LayerNorm> {
@@ -121,21 +89,25 @@ fn fused_proj(
     let mut ws = Vec::new();
     let mut bs = Vec::new();
     for part in parts {
-        let mut l = linear(wm, &format!("{p}.{part}_proj"), d, d, *part != "k", dev)?;
+        let pp = format!("{p}.{part}_proj");
+        let mut w = wm.take(&format!("{pp}.weight"), &[d, d], dev)?;
+        let mut b = if *part == "k" {
+            Tensor::zeros(d, DType::F32, dev).map_err(ce)?
+        } else {
+            wm.take(&format!("{pp}.bias"), &[d], dev)?
+        };
         if *part == "q" {
-            l.w = (l.w * scale).map_err(ce)?;
-            l.b = l.b.map(|b| b * scale).transpose().map_err(ce)?;
+            w = (w * scale).map_err(ce)?;
+            b = (b * scale).map_err(ce)?;
         }
-        ws.push(l.w);
-        bs.push(match l.b {
-            Some(b) => b,
-            None => Tensor::zeros(d, DType::F32, dev).map_err(ce)?,
-        });
+        ws.push(w);
+        bs.push(b);
     }
-    Ok(Linear {
-        w: Tensor::cat(&ws, 0).map_err(ce)?,
-        b: Some(Tensor::cat(&bs, 0).map_err(ce)?),
-    })
+    Linear::new(
+        Tensor::cat(&ws, 0).map_err(ce)?,
+        Some(Tensor::cat(&bs, 0).map_err(ce)?),
+    )
+    .map_err(ce)
 }
 
 /// Splits [N, T, k·d] into k contiguous tensors [N, H, T, Dh].
@@ -165,6 +137,12 @@ impl Mlp {
         Ok(Self {
             fc1: linear(wm, &format!("{p}.fc1"), d, ffn, true, dev)?,
             fc2: linear(wm, &format!("{p}.fc2"), ffn, d, true, dev)?,
+        })
+    }
+    fn quantize(self, ct: ComputeType) -> Result<Self> {
+        Ok(Self {
+            fc1: self.fc1.quantize(ct).map_err(ce)?,
+            fc2: self.fc2.quantize(ct).map_err(ce)?,
         })
     }
     fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
@@ -219,7 +197,20 @@ pub(crate) struct Encoder {
 }
 
 impl Encoder {
-    pub fn load(wm: &mut WeightMap, c: &WhisperConfig, dev: &Device) -> Result<Self> {
+    /// Loads the encoder; with `ct` = int8 its linears are quantized only where that pays (see
+    /// [`ENCODER_INT8`]).
+    pub fn load(
+        wm: &mut WeightMap,
+        c: &WhisperConfig,
+        dev: &Device,
+        ct: ComputeType,
+    ) -> Result<Self> {
+        let ct = if ENCODER_INT8 {
+            ct
+        } else {
+            ComputeType::Float32
+        };
+        let q = |l: Linear| l.quantize(ct).map_err(ce);
         let d = c.n_audio_state;
         let conv = |wm: &mut WeightMap, p: &str, i: usize, stride: usize| -> Result<Conv1d> {
             let w = wm.take(&format!("{p}.weight"), &[d, i, 3], dev)?;
@@ -243,17 +234,24 @@ impl Encoder {
             let p = format!("model.encoder.layers.{i}");
             layers.push(EncoderLayer {
                 ln1: layer_norm(wm, &format!("{p}.self_attn_layer_norm"), d, dev)?,
-                qkv: fused_proj(
+                qkv: q(fused_proj(
                     wm,
                     &format!("{p}.self_attn"),
                     d,
                     c.n_audio_head,
                     &["q", "k", "v"],
                     dev,
-                )?,
-                out: linear(wm, &format!("{p}.self_attn.out_proj"), d, d, true, dev)?,
+                )?)?,
+                out: q(linear(
+                    wm,
+                    &format!("{p}.self_attn.out_proj"),
+                    d,
+                    d,
+                    true,
+                    dev,
+                )?)?,
                 ln2: layer_norm(wm, &format!("{p}.final_layer_norm"), d, dev)?,
-                mlp: Mlp::load(wm, &p, d, c.n_audio_ffn, dev)?,
+                mlp: Mlp::load(wm, &p, d, c.n_audio_ffn, dev)?.quantize(ct)?,
                 n_head: c.n_audio_head,
             });
         }
@@ -297,8 +295,8 @@ pub(crate) struct Decoder {
     embed: Tensor,
     /// [n_text_ctx, d]
     pos: Tensor,
-    /// [n_vocab, d]; usually the same tensor as `embed` (tied).
-    proj: Tensor,
+    /// [n_vocab, d]; usually the same weights as `embed` (tied).
+    proj: Linear,
     layers: Vec<DecoderLayer>,
     ln: LayerNorm,
     n_head: usize,
@@ -306,13 +304,28 @@ pub(crate) struct Decoder {
 }
 
 impl Decoder {
-    pub fn load(wm: &mut WeightMap, c: &WhisperConfig, dev: &Device) -> Result<Self> {
+    /// Loads the decoder; with `ct` = int8 the per-token linears and the vocabulary projection are
+    /// quantized (the embedding lookup stays f32).
+    pub fn load(
+        wm: &mut WeightMap,
+        c: &WhisperConfig,
+        dev: &Device,
+        ct: ComputeType,
+    ) -> Result<Self> {
+        let q = |l: Linear| l.quantize(ct).map_err(ce);
         let d = c.n_text_state;
         let embed = wm.take("model.decoder.embed_tokens.weight", &[c.n_vocab, d], dev)?;
         let proj = if wm.tensors.contains_key("proj_out.weight") {
             wm.take("proj_out.weight", &[c.n_vocab, d], dev)?
         } else {
             embed.clone()
+        };
+        let proj = q(Linear::new(proj, None).map_err(ce)?)?;
+        // Cross K/V run once per window over all audio frames: compute-bound like the encoder.
+        let kv_ct = if ENCODER_INT8 {
+            ct
+        } else {
+            ComputeType::Float32
         };
         let pos = wm.take(
             "model.decoder.embed_positions.weight",
@@ -325,14 +338,44 @@ impl Decoder {
             let p = format!("model.decoder.layers.{i}");
             layers.push(DecoderLayer {
                 ln1: layer_norm(wm, &format!("{p}.self_attn_layer_norm"), d, dev)?,
-                qkv: fused_proj(wm, &format!("{p}.self_attn"), d, h, &["q", "k", "v"], dev)?,
-                self_out: linear(wm, &format!("{p}.self_attn.out_proj"), d, d, true, dev)?,
+                qkv: q(fused_proj(
+                    wm,
+                    &format!("{p}.self_attn"),
+                    d,
+                    h,
+                    &["q", "k", "v"],
+                    dev,
+                )?)?,
+                self_out: q(linear(
+                    wm,
+                    &format!("{p}.self_attn.out_proj"),
+                    d,
+                    d,
+                    true,
+                    dev,
+                )?)?,
                 ln2: layer_norm(wm, &format!("{p}.encoder_attn_layer_norm"), d, dev)?,
-                cross_q: fused_proj(wm, &format!("{p}.encoder_attn"), d, h, &["q"], dev)?,
-                cross_kv: fused_proj(wm, &format!("{p}.encoder_attn"), d, h, &["k", "v"], dev)?,
-                cross_out: linear(wm, &format!("{p}.encoder_attn.out_proj"), d, d, true, dev)?,
+                cross_q: q(fused_proj(
+                    wm,
+                    &format!("{p}.encoder_attn"),
+                    d,
+                    h,
+                    &["q"],
+                    dev,
+                )?)?,
+                cross_kv: fused_proj(wm, &format!("{p}.encoder_attn"), d, h, &["k", "v"], dev)?
+                    .quantize(kv_ct)
+                    .map_err(ce)?,
+                cross_out: q(linear(
+                    wm,
+                    &format!("{p}.encoder_attn.out_proj"),
+                    d,
+                    d,
+                    true,
+                    dev,
+                )?)?,
                 ln3: layer_norm(wm, &format!("{p}.final_layer_norm"), d, dev)?,
-                mlp: Mlp::load(wm, &p, d, c.n_text_ffn, dev)?,
+                mlp: Mlp::load(wm, &p, d, c.n_text_ffn, dev)?.quantize(ct)?,
             });
         }
         let ln = layer_norm(wm, "model.decoder.layer_norm", d, dev)?;
@@ -466,11 +509,7 @@ impl Decoder {
 
     /// hidden: [.., d] → logits [.., n_vocab].
     pub fn logits(&self, hidden: &Tensor) -> candle_core::Result<Tensor> {
-        Linear {
-            w: self.proj.clone(),
-            b: None,
-        }
-        .forward(hidden)
+        self.proj.forward(hidden)
     }
 
     pub fn n_head(&self) -> usize {

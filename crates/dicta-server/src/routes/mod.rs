@@ -4,6 +4,7 @@
 mod batch;
 mod health;
 mod openai;
+mod stream;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -18,6 +19,7 @@ use axum::Router;
 use dicta_core::{Error, ErrorKind};
 use tracing::Instrument as _;
 
+use crate::backend::Backend;
 use crate::config::ServerConfig;
 use crate::error::ApiError;
 use crate::metrics::Metrics;
@@ -30,6 +32,12 @@ pub(crate) struct AppState {
     pub metrics: Arc<Metrics>,
     pub ready: Arc<AtomicBool>,
     pub model: String,
+    /// The backend, for stream sessions (batch work goes through the pipeline's batcher).
+    pub backend: Arc<dyn Backend>,
+    /// One permit per open WebSocket stream (`max_streams`).
+    pub streams: Arc<tokio::sync::Semaphore>,
+    /// Turns true when the server starts shutting down (streams end their utterance and close).
+    pub shutdown: tokio::sync::watch::Receiver<bool>,
 }
 
 pub(crate) type Shared = Arc<AppState>;
@@ -48,9 +56,7 @@ pub(crate) fn router(state: Shared) -> Router {
         .route("/v1/audio/translations", post(openai::translations))
         .route("/transcribe", post(batch::transcribe))
         .route("/v1/transcriptions/raw", post(batch::raw))
-        // WebSocket streaming (`GET /v1/stream`, upgraded) mounts here once the engine exposes
-        // streaming sessions; it goes through the same gate, and its admission belongs in
-        // `Pipeline` next to the batch path.
+        .route("/v1/stream", get(stream::stream))
         .route_layer(from_fn_with_state(state.clone(), gate));
     Router::new()
         .route("/health", get(health::health))

@@ -6,13 +6,25 @@
 //! FNV-1a over the samples quantised to 16-bit integers (exact for 16-bit PCM input at 16 kHz).
 //! An all-zero input fails with `InvalidInput` (to exercise per-input errors). Calls can be held
 //! at a gate (to fill the queue, or to provoke timeouts) and are recorded.
+//!
+//! Streaming ([`EchoStream`]): each `feed` answers one `partial` whose text is the duration
+//! received so far (`"{ms}ms"`); `end` answers one `final` with [`describe`] of every sample of
+//! the utterance, so a test can check exactly what audio reached the backend. Feeding an
+//! all-zero block fails with `InvalidInput` (the session lives on). `feed` waits at the same
+//! gate as `transcribe`.
 
 #![allow(dead_code)]
 
 use std::sync::{Condvar, Mutex};
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
 use dicta_core::{Error, Result, Segment, Stats, Transcript, Word};
-use dicta_server::{Backend, BackendInput, BackendOutput, Task};
+use dicta_server::{
+    Backend, BackendInput, BackendOutput, StreamEvent, StreamEventKind, StreamOptions,
+    StreamSession, Task,
+};
 
 /// FNV-1a over samples quantised to i16 (as `i32`, little-endian).
 pub fn checksum(quantised: impl IntoIterator<Item = i32>) -> u64 {
@@ -69,12 +81,17 @@ impl Gate {
 /// The test backend.
 #[derive(Default)]
 pub struct EchoBackend {
-    gate: Gate,
+    gate: Arc<Gate>,
     warm_gate: Gate,
     fail_warm_up: bool,
     translation: bool,
     calls: Mutex<Vec<Call>>,
     entered: Mutex<Option<tokio::sync::mpsc::UnboundedSender<usize>>>,
+    no_streaming: bool,
+    /// Options of every stream session opened, in order.
+    streams: Mutex<Vec<StreamOptions>>,
+    /// Stream sessions dropped so far.
+    dropped: Arc<AtomicUsize>,
 }
 
 impl EchoBackend {
@@ -88,6 +105,24 @@ impl EchoBackend {
             translation: true,
             ..Self::default()
         }
+    }
+
+    /// A backend that cannot stream.
+    pub fn batch_only() -> Self {
+        Self {
+            no_streaming: true,
+            ..Self::default()
+        }
+    }
+
+    /// Options of every stream session opened so far.
+    pub fn stream_options(&self) -> Vec<StreamOptions> {
+        self.streams.lock().unwrap().clone()
+    }
+
+    /// Stream sessions dropped so far.
+    pub fn dropped_streams(&self) -> usize {
+        self.dropped.load(Ordering::SeqCst)
     }
 
     /// A backend whose warm-up fails.
@@ -168,6 +203,71 @@ impl Backend for EchoBackend {
 
     fn supports_translation(&self) -> bool {
         self.translation
+    }
+
+    fn supports_streaming(&self) -> bool {
+        !self.no_streaming
+    }
+
+    fn open_stream(&self, options: StreamOptions) -> Result<Box<dyn StreamSession>> {
+        self.streams.lock().unwrap().push(options);
+        Ok(Box::new(EchoStream {
+            gate: self.gate.clone(),
+            samples: Vec::new(),
+            dropped: self.dropped.clone(),
+        }))
+    }
+}
+
+/// The streaming session of [`EchoBackend`].
+pub struct EchoStream {
+    gate: Arc<Gate>,
+    samples: Vec<f32>,
+    dropped: Arc<AtomicUsize>,
+}
+
+impl Drop for EchoStream {
+    fn drop(&mut self) {
+        self.dropped.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+impl EchoStream {
+    fn event(&self, kind: StreamEventKind, text: String) -> StreamEvent {
+        let end = self.samples.len() as f64 / 16e3;
+        StreamEvent {
+            kind,
+            words: vec![Word {
+                word: text.clone(),
+                start: 0.0,
+                end,
+                probability: None,
+            }],
+            text,
+            start: 0.0,
+            end,
+        }
+    }
+}
+
+impl StreamSession for EchoStream {
+    fn feed(&mut self, samples: &[f32]) -> Result<Vec<StreamEvent>> {
+        self.gate.wait();
+        if !samples.is_empty() && samples.iter().all(|&s| s == 0.0) {
+            return Err(Error::invalid_input(
+                "the test backend refuses a block of pure silence",
+            ));
+        }
+        self.samples.extend_from_slice(samples);
+        let ms = self.samples.len() as u64 * 1000 / 16_000;
+        Ok(vec![self.event(StreamEventKind::Partial, format!("{ms}ms"))])
+    }
+
+    fn end(&mut self) -> Result<Vec<StreamEvent>> {
+        let text = describe(&self.samples, Task::Transcribe);
+        let event = self.event(StreamEventKind::Final, text);
+        self.samples.clear();
+        Ok(vec![event])
     }
 }
 

@@ -1,0 +1,242 @@
+//! The batched long-form mode: windows of all recordings share model calls (one scheduler),
+//! long recordings are cut into fixed overlapping windows, repaired where two windows do not
+//! agree, and merged.
+
+use dicta_audio::mel::MelSpectrogram;
+use dicta_core::{Result, Segment};
+
+use super::{
+    merged_words, segment, window, DecodedWindow, SeqState, TranscribeOutput, WhisperTranscriber,
+};
+use crate::offline::schedule::{schedule, ScheduleConfig};
+use crate::whisper::fallback::Attempt;
+use crate::whisper::longform::{
+    merge_windows, plan_windows, repair_start, PlannedWindow, WindowText,
+};
+use crate::whisper::segments::{RawSegment, FRAMES_PER_SECOND, WINDOW_FRAMES};
+use crate::whisper::window::{WindowDecoder, WindowJob};
+
+impl WhisperTranscriber<'_> {
+    /// The batched mode. Every model call takes windows of any recording, grouped by the
+    /// shared scheduler ([`schedule`]: fixed 30 s input, sorted by content length, at most
+    /// `batch_size` per call): the next seek window of each recording of at most 30 s (its
+    /// seek loop advances as in the sequential mode, one window per pass) and the fixed
+    /// overlapping windows of the longer ones. When two consecutive windows of a long
+    /// recording share no words at consistent times in their overlap ([`repair_start`]), a
+    /// repair window is decoded in the next pass from the earlier window's last complete
+    /// timestamp (where the sequential mode would seek): it replaces the later window when it
+    /// starts after it (the same view without the sentence cut at its head), else it goes
+    /// between the two. Returns the merged segments of each long recording.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn run_batched(
+        &self,
+        seq: &mut [SeqState],
+        long: &[(usize, MelSpectrogram, usize)],
+        languages: &[Result<String>],
+        overlap_seconds: f32,
+        decoder: &WindowDecoder<'_>,
+        batch_size: usize,
+        out: &mut TranscribeOutput,
+    ) -> Result<Vec<(usize, Vec<Segment>)>> {
+        // Each pass may add repair windows that depend on the previous pass.
+        const MAX_REPAIR_PASSES: usize = 4;
+        let opts = decoder.opts;
+        let sched = ScheduleConfig {
+            batch_size,
+            max_batch_frames: batch_size * WINDOW_FRAMES,
+            max_padding_fraction: 0.0,
+            fixed_input: true,
+        };
+        let initial = self.initial_prompt(opts)?;
+        let mut prompts = Vec::with_capacity(long.len());
+        for (i, _, _) in long {
+            let lang = languages[*i].as_ref().map_err(|e| e.clone())?;
+            prompts.push(self.prompt(&initial, &self.sot_sequence(lang, opts.task)?, opts));
+        }
+        let mut chains: Vec<Vec<ChainLink>> = vec![Vec::new(); long.len()];
+        let mut pending: Vec<(usize, PlannedWindow, Place)> = long
+            .iter()
+            .enumerate()
+            .flat_map(|(k, (_, _, content))| {
+                plan_windows(*content, overlap_seconds)
+                    .into_iter()
+                    .map(move |w| (k, w, Place::Append))
+            })
+            .collect();
+        let mut repair_passes = 0;
+        loop {
+            let active: Vec<usize> = (0..seq.len())
+                .filter(|&i| seq[i].seek < seq[i].content_frames)
+                .collect();
+            if active.is_empty() && pending.is_empty() {
+                break;
+            }
+            let mut jobs = Vec::with_capacity(active.len() + pending.len());
+            let mut lens = Vec::with_capacity(active.len() + pending.len());
+            for &i in &active {
+                jobs.push(self.seq_job(&seq[i], opts));
+                lens.push(WINDOW_FRAMES.min(seq[i].content_frames - seq[i].seek));
+            }
+            for (k, w, _) in &pending {
+                jobs.push(WindowJob {
+                    mel: window(&long[*k].1, w.start, w.len),
+                    prompt: prompts[*k].clone(),
+                    seed_key: w.start as u64,
+                });
+                lens.push(w.len);
+            }
+            let mut decoded: Vec<Option<DecodedWindow>> = vec![None; pending.len()];
+            for batch in schedule(&lens, &sched)? {
+                let refs: Vec<&WindowJob> = batch.items.iter().map(|&n| &jobs[n]).collect();
+                out.windows += refs.len();
+                out.batch_sizes.push(refs.len());
+                let (attempts, enc) = decoder.decode_keep(&refs)?;
+                let mut rows = Vec::new();
+                let mut seq_attempts = Vec::new();
+                for (row, (&n, a)) in batch.items.iter().zip(attempts).enumerate() {
+                    if n < active.len() {
+                        rows.push((active[n], row));
+                        seq_attempts.push(a);
+                    } else {
+                        let w = pending[n - active.len()].1;
+                        let d = self.window_segments(w, a, &enc, row, &jobs[n].prompt, decoder)?;
+                        decoded[n - active.len()] = Some(d);
+                    }
+                }
+                if !rows.is_empty() {
+                    self.seq_apply(seq, &rows, seq_attempts, &enc, decoder)?;
+                }
+            }
+            place_windows(&mut chains, pending.drain(..).zip(decoded));
+            if repair_passes < MAX_REPAIR_PASSES {
+                pending = repairs(&mut chains, long);
+                repair_passes += usize::from(!pending.is_empty());
+            }
+        }
+        let mut res = Vec::new();
+        for (k, chain) in chains.into_iter().enumerate() {
+            let (texts, attempts): (Vec<WindowText>, Vec<Attempt>) =
+                chain.into_iter().map(|l| (l.text, l.attempt)).unzip();
+            let mut segs = Vec::new();
+            for m in merge_windows(&texts) {
+                let tokens = match m.tokens {
+                    Some(t) => t,
+                    None => self.model.tokenizer.encode(&m.text)?,
+                };
+                let raw = RawSegment {
+                    start: m.start,
+                    end: m.end,
+                    tokens,
+                };
+                let words = merged_words(&texts[m.window].segments, &m.text, m.start, m.end);
+                let mut seg = segment(&raw, m.text, &attempts[m.window]);
+                seg.words = words;
+                segs.push(seg);
+            }
+            res.push((long[k].0, segs));
+        }
+        Ok(res)
+    }
+}
+
+/// A decoded window in the merge chain of a long recording.
+#[derive(Debug, Clone)]
+struct ChainLink {
+    text: WindowText,
+    attempt: Attempt,
+    /// The hand-over to the next link was checked for a repair.
+    checked: bool,
+}
+
+/// Where a decoded long-recording window goes in its chain.
+#[derive(Debug, Clone, Copy)]
+enum Place {
+    /// A planned window, in plan order.
+    Append,
+    /// A repair window between links `i` and `i + 1`.
+    After(usize),
+    /// A repair window that takes the place of link `i`.
+    Replace(usize),
+}
+
+/// Puts decoded windows (recording, window, place) into the chains: planned windows in
+/// order, then repairs from the back so that earlier positions stay valid.
+fn place_windows(
+    chains: &mut [Vec<ChainLink>],
+    decoded: impl Iterator<Item = ((usize, PlannedWindow, Place), Option<DecodedWindow>)>,
+) {
+    let mut repairs = Vec::new();
+    for ((k, _, place), d) in decoded {
+        let Some(d) = d else { continue };
+        let continues = !matches!(place, Place::Append);
+        let link = ChainLink {
+            text: WindowText {
+                start: d.start,
+                end: d.end,
+                segments: d.segments,
+                continues_previous: continues,
+            },
+            attempt: d.attempt,
+            checked: false,
+        };
+        match place {
+            Place::Append => chains[k].push(link),
+            Place::After(i) => repairs.push((k, i + 1, false, link)),
+            Place::Replace(i) => repairs.push((k, i, true, link)),
+        }
+    }
+    repairs.sort_by_key(|r| std::cmp::Reverse((r.0, r.1)));
+    for (k, i, replace, link) in repairs {
+        if replace {
+            chains[k][i] = link;
+            // A repair that continued the replaced window does not continue this one.
+            if let Some(next) = chains[k].get_mut(i + 1) {
+                next.text.continues_previous = false;
+            }
+        } else {
+            chains[k].insert(i, link);
+        }
+    }
+}
+
+/// Repair windows for the unchecked hand-overs of every chain (see [`repair_start`]).
+fn repairs(
+    chains: &mut [Vec<ChainLink>],
+    long: &[(usize, MelSpectrogram, usize)],
+) -> Vec<(usize, PlannedWindow, Place)> {
+    let mut out = Vec::new();
+    for (k, chain) in chains.iter_mut().enumerate() {
+        let content = long[k].2;
+        let mut p = 0;
+        while p + 1 < chain.len() {
+            if chain[p].checked || chain[p + 1].text.continues_previous {
+                chain[p].checked = true;
+                p += 1;
+                continue;
+            }
+            chain[p].checked = true;
+            let Some(t) = repair_start(&chain[p].text, &chain[p + 1].text) else {
+                p += 1;
+                continue;
+            };
+            let start = ((t * FRAMES_PER_SECOND as f64).round() as usize).min(content);
+            let len = WINDOW_FRAMES.min(content - start);
+            let next_start = (chain[p + 1].text.start * FRAMES_PER_SECOND as f64).round() as usize;
+            if len == 0 {
+                p += 1;
+            } else if start == next_start {
+                // The later window already starts there: it continues the earlier one.
+                chain[p + 1].text.continues_previous = true;
+                p += 1;
+            } else if start > next_start {
+                out.push((k, PlannedWindow { start, len }, Place::Replace(p + 1)));
+                // The next hand-over starts from the repair window, checked next pass.
+                p += 2;
+            } else {
+                out.push((k, PlannedWindow { start, len }, Place::After(p)));
+                p += 1;
+            }
+        }
+    }
+    out
+}

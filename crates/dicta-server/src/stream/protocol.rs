@@ -1,0 +1,258 @@
+//! The WebSocket protocol's messages and per-stream settings, without any I/O.
+
+use std::str::FromStr;
+
+use dicta_audio::decode::{decode_raw_pcm, PcmEncoding};
+use dicta_audio::SAMPLE_RATE;
+use dicta_core::{Error, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::backend::{RequestOptions, StreamOptions};
+use crate::pipeline::validate_options;
+
+/// How the client's binary frames are to be read, and the session options.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct StreamSettings {
+    /// Sample encoding of binary frames.
+    pub encoding: PcmEncoding,
+    /// Sample rate of binary frames (resampled to 16 kHz when different).
+    pub sample_rate: u32,
+    /// Options handed to the backend when the session opens.
+    pub options: StreamOptions,
+}
+
+impl Default for StreamSettings {
+    fn default() -> Self {
+        Self {
+            encoding: PcmEncoding::I16Le,
+            sample_rate: SAMPLE_RATE,
+            options: StreamOptions::default(),
+        }
+    }
+}
+
+/// Settings a client may change: the query string of `GET /v1/stream` and the `config`
+/// message carry the same fields. Unknown fields are refused (a typo must not pass silently).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ConfigFields {
+    /// `"i16_le"` (default) or `"f32_le"`.
+    pub encoding: Option<String>,
+    /// Rate of the binary frames in Hz (default 16000).
+    pub sample_rate: Option<u32>,
+    /// Language code, e.g. `"en"`.
+    pub language: Option<String>,
+}
+
+impl StreamSettings {
+    /// These settings with `fields` applied; nothing changes when a field is invalid.
+    pub fn with(&self, fields: ConfigFields) -> Result<Self> {
+        let mut next = self.clone();
+        if let Some(e) = fields.encoding {
+            next.encoding =
+                PcmEncoding::from_str(e.trim()).map_err(|err| Error::invalid_input(err.message))?;
+        }
+        if let Some(rate) = fields.sample_rate {
+            // Checked when the resampler is built; kept here so the error names the field.
+            super::resample::StreamResampler::new(rate)?;
+            next.sample_rate = rate;
+        }
+        if let Some(lang) = fields.language {
+            let lang = lang.trim().to_ascii_lowercase();
+            let lang = (!lang.is_empty()).then_some(lang);
+            validate_options(
+                &RequestOptions {
+                    language: lang.clone(),
+                    ..RequestOptions::default()
+                },
+                false,
+            )?;
+            next.options.language = lang;
+        }
+        Ok(next)
+    }
+}
+
+/// A text message from the client.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub(crate) enum ClientMessage {
+    /// Changes the settings; allowed before the first audio frame of an utterance.
+    Config(ConfigFields),
+    /// Ends the utterance: the server flushes, sends the final events, then `done`.
+    End,
+}
+
+impl ClientMessage {
+    /// Parses a text frame; the error says what was expected.
+    pub fn parse(text: &str) -> Result<Self> {
+        serde_json::from_str(text).map_err(|e| {
+            Error::invalid_input(format!(
+                "bad control message ({e}); expected {{\"type\":\"config\",…}} or {{\"type\":\"end\"}}"
+            ))
+        })
+    }
+}
+
+/// A control message from the server (events are sent as [`crate::StreamEvent`]s).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub(crate) enum ServerMessage {
+    /// Sent once the socket is open, with the settings in force.
+    Ready {
+        /// The server's id for this stream (also in its log lines).
+        id: String,
+        /// The resident model.
+        model: String,
+        /// Encoding of binary frames.
+        encoding: &'static str,
+        /// Rate of binary frames.
+        sample_rate: u32,
+        /// The server's `max_stream_seconds`.
+        max_stream_seconds: f64,
+    },
+    /// Acknowledges a `config` message with the settings now in force.
+    Config {
+        encoding: &'static str,
+        sample_rate: u32,
+        language: Option<String>,
+    },
+    /// Every event of the ended utterance has been sent.
+    Done,
+    /// Something went wrong; `error.type` is the stable kind (as in HTTP error bodies).
+    Error { error: ErrorBody },
+}
+
+/// The `error` object, the same as in HTTP error bodies.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct ErrorBody {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub message: String,
+}
+
+impl ServerMessage {
+    /// The `error` message for `e`.
+    pub fn error(e: &Error) -> Self {
+        ServerMessage::Error {
+            error: ErrorBody {
+                kind: e.kind.as_str(),
+                message: e.message.clone(),
+            },
+        }
+    }
+
+    /// The `config` acknowledgement of `s`.
+    pub fn config(s: &StreamSettings) -> Self {
+        ServerMessage::Config {
+            encoding: s.encoding.as_str(),
+            sample_rate: s.sample_rate,
+            language: s.options.language.clone(),
+        }
+    }
+}
+
+/// Reads one binary frame: whole little-endian samples of `encoding` (`f32_le` must be finite).
+/// An empty frame is no audio.
+pub(crate) fn decode_frame(bytes: &[u8], encoding: PcmEncoding) -> Result<Vec<f32>> {
+    if bytes.is_empty() {
+        return Ok(Vec::new());
+    }
+    // The rate does not matter here: no resampling happens in `decode_raw_pcm`.
+    Ok(decode_raw_pcm(bytes, encoding, SAMPLE_RATE, "audio frame")?.samples)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dicta_core::ErrorKind;
+
+    #[test]
+    fn config_and_end_messages_parse_and_unknown_ones_are_refused() {
+        let m = ClientMessage::parse(
+            r#"{"type":"config","encoding":"f32_le","sample_rate":48000,"language":"EN"}"#,
+        )
+        .unwrap();
+        let ClientMessage::Config(fields) = m else {
+            panic!("{m:?}")
+        };
+        let s = StreamSettings::default().with(fields).unwrap();
+        assert_eq!(s.encoding, PcmEncoding::F32Le);
+        assert_eq!(s.sample_rate, 48_000);
+        assert_eq!(s.options.language.as_deref(), Some("en"));
+        assert_eq!(
+            ClientMessage::parse(r#"{"type":"end"}"#).unwrap(),
+            ClientMessage::End
+        );
+        for bad in [
+            "not json",
+            r#"{"type":"start"}"#,
+            r#"{"type":"config","sample_rat":8000}"#,
+        ] {
+            let e = ClientMessage::parse(bad).unwrap_err();
+            assert_eq!(e.kind, ErrorKind::InvalidInput, "{bad}");
+        }
+    }
+
+    #[test]
+    fn invalid_settings_change_nothing_and_name_the_value() {
+        let s = StreamSettings::default();
+        let bad = [
+            ConfigFields {
+                encoding: Some("mulaw".into()),
+                ..Default::default()
+            },
+            ConfigFields {
+                sample_rate: Some(44_101),
+                ..Default::default()
+            },
+            ConfigFields {
+                language: Some("en; drop".into()),
+                ..Default::default()
+            },
+        ];
+        for fields in bad {
+            let e = s.with(fields.clone()).unwrap_err();
+            assert_eq!(e.kind, ErrorKind::InvalidInput);
+            let value = fields
+                .encoding
+                .or(fields.sample_rate.map(|r| r.to_string()))
+                .or(fields.language)
+                .unwrap();
+            assert!(e.message.contains(&value), "{}", e.message);
+        }
+    }
+
+    #[test]
+    fn frames_decode_whole_samples_only() {
+        let i16s: Vec<u8> = [16384i16, -32768]
+            .iter()
+            .flat_map(|s| s.to_le_bytes())
+            .collect();
+        assert_eq!(
+            decode_frame(&i16s, PcmEncoding::I16Le).unwrap(),
+            vec![0.5, -1.0]
+        );
+        assert!(decode_frame(&[], PcmEncoding::I16Le).unwrap().is_empty());
+        let odd = decode_frame(&i16s[..3], PcmEncoding::I16Le).unwrap_err();
+        assert_eq!(odd.kind, ErrorKind::CorruptInput);
+        let nan = f32::NAN.to_le_bytes();
+        assert!(decode_frame(&nan, PcmEncoding::F32Le).is_err());
+    }
+
+    #[test]
+    fn server_messages_have_the_documented_shape() {
+        let e = Error::limit("max_stream_seconds", "10 s", "10.5 s");
+        let v = serde_json::to_value(ServerMessage::error(&e)).unwrap();
+        assert_eq!(v["type"], "error");
+        assert_eq!(v["error"]["type"], "limit_exceeded");
+        assert!(v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("max_stream_seconds"));
+        assert_eq!(
+            serde_json::to_value(ServerMessage::Done).unwrap(),
+            serde_json::json!({"type": "done"})
+        );
+    }
+}

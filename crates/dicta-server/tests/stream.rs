@@ -1,0 +1,369 @@
+//! The WebSocket protocol (`GET /v1/stream`) against an in-process server on port 0 with the
+//! echo backend and a real WebSocket client (tokio-tungstenite): settings, partial and final
+//! events, `end`/`done`, bad frames, auth, the stream limits, disconnects and shutdown.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{expected, pcm_i16, samples, EchoBackend, TestServer};
+use dicta_server::{ServerConfig, StreamOptions, Task};
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{json, Value};
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::{self, Message};
+
+type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+async fn connect(server: &TestServer, query: &str, key: Option<&str>) -> tungstenite::Result<Ws> {
+    let url = format!(
+        "{}/v1/stream{query}",
+        server.base.replace("http://", "ws://")
+    );
+    let mut req = url.into_client_request().unwrap();
+    if let Some(key) = key {
+        req.headers_mut()
+            .insert("authorization", format!("Bearer {key}").parse().unwrap());
+    }
+    tokio_tungstenite::connect_async(req)
+        .await
+        .map(|(ws, _)| ws)
+}
+
+/// Connects and reads the `ready` message.
+async fn open(server: &TestServer, query: &str) -> (Ws, Value) {
+    let mut ws = connect(server, query, None).await.expect("connect");
+    let ready = next_json(&mut ws).await;
+    assert_eq!(ready["type"], "ready", "{ready}");
+    (ws, ready)
+}
+
+/// The next text message as JSON (panics on anything else).
+async fn next_json(ws: &mut Ws) -> Value {
+    loop {
+        match ws.next().await.expect("socket open").expect("no error") {
+            Message::Text(t) => return serde_json::from_str(t.as_str()).unwrap(),
+            Message::Ping(_) | Message::Pong(_) => continue,
+            other => panic!("expected a text message, got {other:?}"),
+        }
+    }
+}
+
+/// Every message up to and including `done`.
+async fn until_done(ws: &mut Ws) -> Vec<Value> {
+    let mut out = Vec::new();
+    loop {
+        let v = next_json(ws).await;
+        let done = v["type"] == "done";
+        out.push(v);
+        if done {
+            return out;
+        }
+    }
+}
+
+/// The close frame's code, reading past any messages before it.
+async fn close_code(ws: &mut Ws) -> u16 {
+    while let Some(msg) = ws.next().await {
+        if let Message::Close(frame) = msg.expect("no error") {
+            return frame.map_or(1005, |f| u16::from(f.code));
+        }
+    }
+    panic!("the socket ended without a close frame")
+}
+
+async fn send_pcm(ws: &mut Ws, audio: &[i16], frame: usize) {
+    for block in audio.chunks(frame) {
+        ws.send(Message::binary(pcm_i16(block))).await.unwrap();
+    }
+}
+
+fn end() -> Message {
+    Message::text(json!({"type": "end"}).to_string())
+}
+
+#[tokio::test]
+async fn i16_frames_at_16k_reach_the_backend_exactly_with_partials_then_final_and_done() {
+    let backend = Arc::new(EchoBackend::new());
+    let server = TestServer::start(ServerConfig::default(), backend.clone()).await;
+    let (mut ws, ready) = open(&server, "").await;
+    assert_eq!(ready["encoding"], "i16_le");
+    assert_eq!(ready["sample_rate"], 16_000);
+    assert_eq!(ready["model"], "echo-test");
+
+    let audio = samples(16_000, 3);
+    // 10 frames of 100 ms: each feed answers one partial, in order.
+    send_pcm(&mut ws, &audio, 1600).await;
+    for i in 1..=10 {
+        let v = next_json(&mut ws).await;
+        assert_eq!(v["type"], "partial");
+        assert_eq!(v["text"], format!("{}ms", i * 100));
+    }
+    ws.send(end()).await.unwrap();
+    let tail = until_done(&mut ws).await;
+    assert_eq!(tail.len(), 2, "{tail:?}");
+    let fin = &tail[0];
+    assert_eq!(fin["type"], "final");
+    assert_eq!(fin["text"], expected(&audio, Task::Transcribe));
+    assert_eq!(fin["start"], 0.0);
+    assert_eq!(fin["end"], 1.0);
+    assert_eq!(fin["words"][0]["end"], 1.0);
+
+    // The socket stays open for a second utterance, which starts from scratch.
+    let second = samples(8000, 4);
+    send_pcm(&mut ws, &second, 8000).await;
+    assert_eq!(next_json(&mut ws).await["text"], "500ms");
+    ws.send(end()).await.unwrap();
+    let tail = until_done(&mut ws).await;
+    assert_eq!(tail[0]["text"], expected(&second, Task::Transcribe));
+    // One backend session served both utterances.
+    assert_eq!(backend.stream_options(), vec![StreamOptions::default()]);
+    ws.close(None).await.unwrap();
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn config_sets_encoding_rate_and_language_and_audio_is_resampled() {
+    let backend = Arc::new(EchoBackend::new());
+    let server = TestServer::start(ServerConfig::default(), backend.clone()).await;
+    let (mut ws, _) = open(&server, "").await;
+    let config =
+        json!({"type": "config", "encoding": "f32_le", "sample_rate": 48000, "language": "DE"});
+    ws.send(Message::text(config.to_string())).await.unwrap();
+    let ack = next_json(&mut ws).await;
+    assert_eq!(
+        ack,
+        json!({"type": "config", "encoding": "f32_le", "sample_rate": 48000, "language": "de"})
+    );
+
+    // 0.75 s at 48 kHz in odd-sized frames.
+    let audio: Vec<f32> = samples(36_000, 5)
+        .iter()
+        .map(|&s| f32::from(s) / 32768.0)
+        .collect();
+    for block in audio.chunks(4801) {
+        let bytes: Vec<u8> = block.iter().flat_map(|s| s.to_le_bytes()).collect();
+        ws.send(Message::binary(bytes)).await.unwrap();
+    }
+    ws.send(end()).await.unwrap();
+    let msgs = until_done(&mut ws).await;
+    let fin = &msgs[msgs.len() - 2];
+    // What the backend got is exactly the one-shot 16 kHz resampling of the whole stream.
+    let at_16k = dicta_audio::resample::resample_sinc(&audio, 48_000, 16_000).unwrap();
+    assert_eq!(at_16k.len(), 12_000);
+    assert_eq!(
+        fin["text"],
+        common::echo_backend::describe(&at_16k, Task::Transcribe)
+    );
+    assert_eq!(backend.stream_options()[0].language.as_deref(), Some("de"));
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn query_string_settings_apply_and_bad_ones_are_refused_before_the_upgrade() {
+    let server = TestServer::start(ServerConfig::default(), Arc::new(EchoBackend::new())).await;
+    let (_ws, ready) = open(&server, "?encoding=f32_le&sample_rate=8000").await;
+    assert_eq!(ready["encoding"], "f32_le");
+    assert_eq!(ready["sample_rate"], 8000);
+    for bad in ["?encoding=mulaw", "?sample_rate=44101", "?rate=8000"] {
+        match connect(&server, bad, None).await {
+            Err(tungstenite::Error::Http(resp)) => {
+                assert_eq!(resp.status(), 400, "{bad}");
+                let body: Value = serde_json::from_slice(resp.body().as_ref().unwrap()).unwrap();
+                assert_eq!(body["error"]["type"], "invalid_input", "{bad}: {body}");
+            }
+            other => panic!("{bad}: expected a 400, got {other:?}"),
+        }
+    }
+    // A plain GET (no upgrade) is told what the route is.
+    let r = reqwest::get(server.url("/v1/stream")).await.unwrap();
+    assert!(r.status().is_client_error());
+    let (_, kind, message) = common::error_of(r).await;
+    assert_eq!(kind, "upgrade_required");
+    assert!(message.contains("WebSocket"), "{message}");
+}
+
+#[tokio::test]
+async fn bad_frames_and_messages_are_answered_with_errors_and_the_session_goes_on() {
+    let server = TestServer::start(ServerConfig::default(), Arc::new(EchoBackend::new())).await;
+    let (mut ws, _) = open(&server, "").await;
+    let good = samples(3200, 6);
+
+    // Half a sample.
+    ws.send(Message::binary(vec![1u8, 2, 3])).await.unwrap();
+    let e = next_json(&mut ws).await;
+    assert_eq!(e["type"], "error");
+    assert_eq!(e["error"]["type"], "corrupt_input", "{e}");
+    // Not JSON, and an unknown message type.
+    for text in ["hello", r#"{"type":"start"}"#] {
+        ws.send(Message::text(text)).await.unwrap();
+        let e = next_json(&mut ws).await;
+        assert_eq!(e["error"]["type"], "invalid_input", "{e}");
+        assert!(e["error"]["message"].as_str().unwrap().contains("\"end\""));
+    }
+    send_pcm(&mut ws, &good, 3200).await;
+    assert_eq!(next_json(&mut ws).await["type"], "partial");
+    // Config in the middle of an utterance.
+    let config = json!({"type": "config", "sample_rate": 8000});
+    ws.send(Message::text(config.to_string())).await.unwrap();
+    let e = next_json(&mut ws).await;
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("before the first audio"),
+        "{e}"
+    );
+    // A block the backend refuses: its error, and the session keeps the audio it had.
+    send_pcm(&mut ws, &[0; 1600], 1600).await;
+    let e = next_json(&mut ws).await;
+    assert_eq!(e["error"]["type"], "invalid_input", "{e}");
+    ws.send(end()).await.unwrap();
+    let msgs = until_done(&mut ws).await;
+    assert_eq!(msgs[0]["type"], "final");
+    assert_eq!(msgs[0]["text"], expected(&good, Task::Transcribe));
+}
+
+#[tokio::test]
+async fn the_api_key_is_required_on_the_upgrade() {
+    let cfg = ServerConfig {
+        api_key: Some("sesame".into()),
+        ..Default::default()
+    };
+    let server = TestServer::start(cfg, Arc::new(EchoBackend::new())).await;
+    for key in [None, Some("wrong")] {
+        match connect(&server, "", key).await {
+            Err(tungstenite::Error::Http(resp)) => {
+                assert_eq!(resp.status(), 401);
+                let body: Value = serde_json::from_slice(resp.body().as_ref().unwrap()).unwrap();
+                assert_eq!(body["error"]["type"], "unauthorized");
+            }
+            other => panic!("expected 401, got {other:?}"),
+        }
+    }
+    let mut ws = connect(&server, "", Some("sesame")).await.unwrap();
+    assert_eq!(next_json(&mut ws).await["type"], "ready");
+}
+
+#[tokio::test]
+async fn a_full_server_refuses_the_upgrade_with_503_until_a_stream_closes() {
+    let cfg = ServerConfig {
+        max_streams: 1,
+        ..Default::default()
+    };
+    let backend = Arc::new(EchoBackend::new());
+    let server = TestServer::start(cfg, backend.clone()).await;
+    let client = reqwest::Client::new();
+    let (mut first, _) = open(&server, "").await;
+    server.wait_metric(&client, "dicta_active_streams 1").await;
+    match connect(&server, "", None).await {
+        Err(tungstenite::Error::Http(resp)) => {
+            assert_eq!(resp.status(), 503);
+            let body: Value = serde_json::from_slice(resp.body().as_ref().unwrap()).unwrap();
+            assert_eq!(body["error"]["type"], "overloaded");
+            assert!(body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("max_streams is 1"));
+        }
+        other => panic!("expected 503, got {other:?}"),
+    }
+    // A client that leaves (no `end`) frees its slot and drops its backend session.
+    send_pcm(&mut first, &samples(1600, 1), 1600).await;
+    assert_eq!(next_json(&mut first).await["type"], "partial");
+    drop(first);
+    server.wait_metric(&client, "dicta_active_streams 0").await;
+    assert_eq!(backend.dropped_streams(), 1);
+    let (_again, _) = open(&server, "").await;
+    let metrics = client
+        .get(server.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("dicta_stream_audio_seconds_total 0.1"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn going_over_max_stream_seconds_ends_the_utterance_and_closes_with_1008() {
+    let cfg = ServerConfig {
+        max_stream_seconds: 1.0,
+        ..Default::default()
+    };
+    let server = TestServer::start(cfg, Arc::new(EchoBackend::new())).await;
+    let (mut ws, ready) = open(&server, "").await;
+    assert_eq!(ready["max_stream_seconds"], 1.0);
+    let audio = samples(16_000, 2);
+    send_pcm(&mut ws, &audio, 8000).await;
+    assert_eq!(next_json(&mut ws).await["text"], "500ms");
+    assert_eq!(next_json(&mut ws).await["text"], "1000ms");
+    // One more sample is over the limit: error, the final of what was accepted, done, close.
+    send_pcm(&mut ws, &[5], 1).await;
+    let e = next_json(&mut ws).await;
+    assert_eq!(e["error"]["type"], "limit_exceeded");
+    assert!(e["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("max_stream_seconds"));
+    let msgs = until_done(&mut ws).await;
+    assert_eq!(msgs[0]["text"], expected(&audio, Task::Transcribe));
+    assert_eq!(close_code(&mut ws).await, 1008);
+}
+
+#[tokio::test]
+async fn a_backend_without_streaming_answers_501() {
+    let server =
+        TestServer::start(ServerConfig::default(), Arc::new(EchoBackend::batch_only())).await;
+    match connect(&server, "", None).await {
+        Err(tungstenite::Error::Http(resp)) => assert_eq!(resp.status(), 501),
+        other => panic!("expected 501, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn shutdown_ends_open_streams_with_their_final_events_and_1001() {
+    let server = TestServer::start(ServerConfig::default(), Arc::new(EchoBackend::new())).await;
+    let (mut ws, _) = open(&server, "").await;
+    let audio = samples(4800, 9);
+    send_pcm(&mut ws, &audio, 4800).await;
+    assert_eq!(next_json(&mut ws).await["type"], "partial");
+    let stopped = tokio::spawn(server.shutdown());
+    let msgs = until_done(&mut ws).await;
+    assert_eq!(msgs[0]["text"], expected(&audio, Task::Transcribe));
+    assert_eq!(close_code(&mut ws).await, 1001);
+    drop(ws);
+    stopped.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn pings_are_answered_and_messages_queued_while_the_model_runs() {
+    let backend = Arc::new(EchoBackend::new());
+    let server = TestServer::start(ServerConfig::default(), backend.clone()).await;
+    let (mut ws, _) = open(&server, "").await;
+    let audio = samples(3200, 7);
+    // The first feed is held in the backend; a client's keepalive ping must still be answered
+    // (a client streaming faster than real time would otherwise time the server out).
+    backend.close(false);
+    send_pcm(&mut ws, &audio[..1600], 1600).await;
+    ws.send(Message::Ping(b"alive?".to_vec().into()))
+        .await
+        .unwrap();
+    send_pcm(&mut ws, &audio[1600..], 1600).await;
+    ws.send(end()).await.unwrap();
+    match ws.next().await.unwrap().unwrap() {
+        Message::Pong(p) => assert_eq!(p.as_ref(), b"alive?"),
+        other => panic!("expected the pong first, got {other:?}"),
+    }
+    backend.open();
+    // The messages read meanwhile are handled in order.
+    assert_eq!(next_json(&mut ws).await["text"], "100ms");
+    assert_eq!(next_json(&mut ws).await["text"], "200ms");
+    let msgs = until_done(&mut ws).await;
+    assert_eq!(msgs[0]["text"], expected(&audio, Task::Transcribe));
+}
