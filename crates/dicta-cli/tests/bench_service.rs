@@ -11,25 +11,9 @@ use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
-const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data");
+mod common;
 
-fn model_dir() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("DICTA_TEST_MODEL_DIR").map(PathBuf::from) {
-        assert!(
-            dir.join("model.bin").is_file(),
-            "DICTA_TEST_MODEL_DIR={} holds no model",
-            dir.display()
-        );
-        return Some(dir);
-    }
-    let dir = PathBuf::from("/work/models/tiny.en-ct2");
-    if dir.join("model.bin").is_file() {
-        Some(dir)
-    } else {
-        eprintln!("note: no Whisper model (set DICTA_TEST_MODEL_DIR); skipping");
-        None
-    }
-}
+use common::{model_dir, DATA};
 
 /// A workload manifest of three short real recordings with their references.
 fn manifest(dir: &Path) -> PathBuf {

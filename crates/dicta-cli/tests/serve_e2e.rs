@@ -6,30 +6,14 @@
 //! Needs the Whisper model: `DICTA_TEST_MODEL_DIR` (then it must exist) or /work/models/tiny.en-ct2.
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data");
+mod common;
 
-fn model_dir() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("DICTA_TEST_MODEL_DIR").map(PathBuf::from) {
-        assert!(
-            dir.join("model.bin").is_file(),
-            "DICTA_TEST_MODEL_DIR={} holds no model",
-            dir.display()
-        );
-        return Some(dir);
-    }
-    let dir = PathBuf::from("/work/models/tiny.en-ct2");
-    if dir.join("model.bin").is_file() {
-        Some(dir)
-    } else {
-        eprintln!("note: no Whisper model (set DICTA_TEST_MODEL_DIR); skipping");
-        None
-    }
-}
+use common::{model_dir, DATA};
 
 struct Server {
     child: Child,

@@ -1,0 +1,26 @@
+//! Helpers shared by the real-model tests of the `dicta` binary.
+
+use std::path::PathBuf;
+
+/// The shared real-speech data folder (`../shared/data` beside the repository).
+pub const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data");
+
+/// The Whisper test model: `DICTA_TEST_MODEL_DIR` (then it must hold a model), else the dev
+/// copy at /work/models/tiny.en-ct2, else `None` (the test skips).
+pub fn model_dir() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("DICTA_TEST_MODEL_DIR").map(PathBuf::from) {
+        assert!(
+            dir.join("model.bin").is_file(),
+            "DICTA_TEST_MODEL_DIR={} holds no model",
+            dir.display()
+        );
+        return Some(dir);
+    }
+    let dir = PathBuf::from("/work/models/tiny.en-ct2");
+    if dir.join("model.bin").is_file() {
+        Some(dir)
+    } else {
+        eprintln!("note: no Whisper model (set DICTA_TEST_MODEL_DIR); skipping");
+        None
+    }
+}
