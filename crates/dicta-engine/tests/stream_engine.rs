@@ -20,32 +20,16 @@ use dicta_models::ctc::load_ctc_model;
 use dicta_models::whisper::Whisper;
 
 const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data");
+
+mod whisper_common;
 const JFK: &str = "openai_whisper/jfk.16k.wav";
 
 fn ctc_fixture() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../dicta-models/tests/fixtures/wav2vec2/layer")
 }
 
-/// The Whisper test model folder (same rule as `whisper_common::load_model`).
 fn whisper_dir() -> Option<PathBuf> {
-    let has = |d: &PathBuf| d.join("model.bin").is_file() || d.join("model.safetensors").is_file();
-    let dir = match std::env::var_os("DICTA_TEST_MODEL_DIR").map(PathBuf::from) {
-        Some(d) => {
-            assert!(
-                has(&d),
-                "DICTA_TEST_MODEL_DIR={} holds no model",
-                d.display()
-            );
-            d
-        }
-        None => PathBuf::from("/work/models/tiny.en-ct2"),
-    };
-    if has(&dir) {
-        Some(dir)
-    } else {
-        eprintln!("note: no Whisper model at {}; skipping", dir.display());
-        None
-    }
+    whisper_common::model_dir()
 }
 
 fn speech(rel: &str) -> Vec<f32> {

@@ -19,25 +19,10 @@ use dicta_eval::Scorer;
 
 const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data");
 
+mod whisper_common;
+
 fn whisper_dir() -> Option<PathBuf> {
-    let has = |d: &PathBuf| d.join("model.bin").is_file() || d.join("model.safetensors").is_file();
-    let dir = match std::env::var_os("DICTA_TEST_MODEL_DIR").map(PathBuf::from) {
-        Some(d) => {
-            assert!(
-                has(&d),
-                "DICTA_TEST_MODEL_DIR={} holds no model",
-                d.display()
-            );
-            d
-        }
-        None => PathBuf::from("/work/models/tiny.en-ct2"),
-    };
-    if has(&dir) {
-        Some(dir)
-    } else {
-        eprintln!("note: no Whisper model at {}; skipping", dir.display());
-        None
-    }
+    whisper_common::model_dir()
 }
 
 /// (id, reference, 16 kHz samples) of the first `n` English items with a reference.

@@ -9,10 +9,11 @@ use dicta_models::whisper::Whisper;
 pub const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data");
 pub const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/whisper");
 
-/// The test model: $DICTA_TEST_MODEL_DIR (which must then hold a model: scripts/test.sh sets it,
-/// and a missing model there is a failure) or the development copy at /work/models/tiny.en-ct2;
-/// `None` (with a note) when neither is set up, so machines without the weights skip these tests.
-pub fn load_model() -> Option<Whisper> {
+/// The test model folder: $DICTA_TEST_MODEL_DIR (which must then hold a model: scripts/test.sh
+/// sets it, and a missing model there is a failure) or the development copy at
+/// /work/models/tiny.en-ct2; `None` (with a note) when neither is set up, so machines without the
+/// weights skip these tests.
+pub fn model_dir() -> Option<PathBuf> {
     let has_model =
         |dir: &PathBuf| dir.join("model.bin").is_file() || dir.join("model.safetensors").is_file();
     let dir = match std::env::var_os("DICTA_TEST_MODEL_DIR").map(PathBuf::from) {
@@ -33,6 +34,12 @@ pub fn load_model() -> Option<Whisper> {
         );
         return None;
     }
+    Some(dir)
+}
+
+/// The test model ([`model_dir`]) loaded on the CPU.
+pub fn load_model() -> Option<Whisper> {
+    let dir = model_dir()?;
     Some(Whisper::load(&dir, &Device::Cpu).expect("load model"))
 }
 
