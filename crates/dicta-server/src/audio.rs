@@ -4,7 +4,7 @@
 //! on the decoded duration before resampling, so an over-long request costs no resampling.
 
 use base64::Engine as _;
-use dicta_audio::decode::{decode_owned, decode_raw_pcm, PcmEncoding};
+use dicta_audio::decode::{decode_owned_planar, decode_raw_pcm, Audio, PcmEncoding, PlanarAudio};
 use dicta_audio::SAMPLE_RATE;
 use dicta_core::{Error, Result};
 
@@ -68,11 +68,11 @@ pub(crate) fn decode_inputs(
                 })?,
         };
         let audio = match input.format {
-            AudioFormat::Encoded => decode_owned(bytes, &name)?,
+            AudioFormat::Encoded => Decoded::Planar(decode_owned_planar(bytes, &name)?),
             AudioFormat::Pcm {
                 encoding,
                 sample_rate,
-            } => decode_raw_pcm(&bytes, encoding, sample_rate, &name)?,
+            } => Decoded::Mono(decode_raw_pcm(&bytes, encoding, sample_rate, &name)?),
         };
         let seconds = audio.duration();
         total_seconds += seconds;
@@ -99,6 +99,29 @@ pub(crate) fn decode_inputs(
     Ok(out)
 }
 
+/// An upload before its conversion to 16 kHz; files keep their channels apart so that the
+/// conversion matches `dicta transcribe` and faster-whisper bit for bit.
+enum Decoded {
+    Planar(PlanarAudio),
+    Mono(Audio),
+}
+
+impl Decoded {
+    fn duration(&self) -> f64 {
+        match self {
+            Decoded::Planar(a) => a.duration(),
+            Decoded::Mono(a) => a.duration(),
+        }
+    }
+
+    fn into_16k(self) -> Result<Vec<f32>> {
+        match self {
+            Decoded::Planar(a) => a.into_16k(),
+            Decoded::Mono(a) => a.into_16k(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,6 +142,48 @@ mod tests {
         max_audio_seconds: 3600.0,
         max_decoded_bytes: 1 << 30,
     };
+
+    #[test]
+    fn stereo_uploads_convert_as_dicta_transcribe_does() {
+        // Two different channels at 44.1 kHz: resampling each before the down-mix (as
+        // faster-whisper does) and mixing first differ by an LSB here and there.
+        let mut wav = std::io::Cursor::new(Vec::new());
+        let spec = hound::WavSpec {
+            channels: 2,
+            sample_rate: 44100,
+            bits_per_sample: 16,
+            sample_format: hound::SampleFormat::Int,
+        };
+        let mut w = hound::WavWriter::new(&mut wav, spec).unwrap();
+        let mut seed = 7u32;
+        for n in 0..44100 {
+            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            let left = (seed >> 16) as i32 - 32768;
+            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            let right = (seed >> 16) as i32 - 32768;
+            let tone = (8000.0 * (n as f32 * 0.031).sin()) as i32;
+            w.write_sample(((left + tone) / 2) as i16).unwrap();
+            w.write_sample(((right - tone) / 2) as i16).unwrap();
+        }
+        w.finalize().unwrap();
+        let bytes = wav.into_inner();
+        let input = RawInput {
+            id: "stereo.wav".into(),
+            payload: Payload::Bytes(bytes.clone()),
+            format: AudioFormat::Encoded,
+        };
+        let got = decode_inputs(vec![input], LOOSE).unwrap().remove(0).1;
+        let exact = dicta_audio::decode::load_owned(bytes.clone(), "stereo.wav").unwrap();
+        assert_eq!(got, exact);
+        let mixed_first = dicta_audio::decode::decode_owned(bytes, "stereo.wav")
+            .unwrap()
+            .into_16k()
+            .unwrap();
+        assert_ne!(
+            got, mixed_first,
+            "the test signal must tell the two paths apart"
+        );
+    }
 
     #[test]
     fn raw_i16_at_16k_is_scaled_exactly_and_keeps_order() {

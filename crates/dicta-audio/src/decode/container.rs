@@ -14,6 +14,7 @@ use symphonia::core::probe::Hint;
 use symphonia::core::sample::Sample;
 
 /// Decoded audio before down-mixing: one plane per channel, all of the same length.
+#[derive(Debug)]
 pub(super) struct Decoded {
     pub planes: Vec<Vec<f32>>,
     pub sample_rate: u32,

@@ -117,7 +117,33 @@ pub fn load_bytes(bytes: &[u8], name: &str) -> Result<Vec<f32>> {
 
 /// Like [`load_bytes`], taking ownership of the buffer (no copy).
 pub fn load_owned(bytes: Vec<u8>, name: &str) -> Result<Vec<f32>> {
-    to_16k(decode_owned_planes(bytes, name)?)
+    decode_owned_planar(bytes, name)?.into_16k()
+}
+
+/// Decoded audio with its channels kept apart: what [`load_owned`] converts, for callers that
+/// check the duration before paying for the conversion (a server enforcing its limits).
+#[derive(Debug)]
+pub struct PlanarAudio(container::Decoded);
+
+impl PlanarAudio {
+    /// Duration in seconds.
+    pub fn duration(&self) -> f64 {
+        match (self.0.planes.first(), self.0.sample_rate) {
+            (Some(p), rate) if rate > 0 => p.len() as f64 / f64::from(rate),
+            _ => 0.0,
+        }
+    }
+
+    /// Mono samples at [`SAMPLE_RATE`], exactly as [`load_owned`] returns them (each channel
+    /// resampled before the down-mix, as faster-whisper's `decode_audio` does).
+    pub fn into_16k(self) -> Result<Vec<f32>> {
+        to_16k(self.0)
+    }
+}
+
+/// Decodes a complete file held in memory without down-mixing it (see [`PlanarAudio`]).
+pub fn decode_owned_planar(bytes: Vec<u8>, name: &str) -> Result<PlanarAudio> {
+    decode_owned_planes(bytes, name).map(PlanarAudio)
 }
 
 /// Multichannel input is resampled channel by channel before the down-mix, as swr does, so the

@@ -450,13 +450,21 @@ impl<'m> WhisperTranscriber<'m> {
             }
             return Ok(vec![Ok(l.clone()); audios.len()]);
         }
+        if cfg.lang_ids.is_empty() {
+            // A Hugging Face folder without `lang_to_id` in generation_config.json.
+            return Err(Error::model_load(
+                "multilingual model lists no language tokens (lang_to_id); cannot detect the language",
+            ));
+        }
         let mut res = Vec::with_capacity(audios.len());
         for chunk in audios.chunks(decoder_batch(audios.len())) {
             let jobs: Vec<WindowJob> = chunk
                 .iter()
                 .map(|a| {
                     let mel = self.mel.compute(a, FEATURE_PADDING);
-                    let size = WINDOW_FRAMES.min(mel.n_frames.saturating_sub(1));
+                    // faster-whisper's `detect_language` takes every feature frame, the
+                    // padding's last one included (unlike the seek loop's content frames).
+                    let size = WINDOW_FRAMES.min(mel.n_frames);
                     WindowJob {
                         mel: window(&mel, 0, size),
                         prompt: vec![cfg.special.sot],

@@ -11,7 +11,7 @@ use super::{
 use crate::offline::schedule::{schedule, ScheduleConfig};
 use crate::whisper::fallback::Attempt;
 use crate::whisper::longform::{
-    merge_windows, plan_windows, repair_start, PlannedWindow, WindowText,
+    merge_windows, plan_windows, repair_audio_start, repair_start, PlannedWindow, WindowText,
 };
 use crate::whisper::segments::{RawSegment, FRAMES_PER_SECOND, WINDOW_FRAMES};
 use crate::whisper::window::{WindowDecoder, WindowJob};
@@ -117,6 +117,19 @@ impl WhisperTranscriber<'_> {
         for (k, chain) in chains.into_iter().enumerate() {
             let (texts, attempts): (Vec<WindowText>, Vec<Attempt>) =
                 chain.into_iter().map(|l| (l.text, l.attempt)).unzip();
+            for t in &texts {
+                tracing::debug!(
+                    start = t.start,
+                    end = t.end,
+                    repairs_from = ?t.repairs_from,
+                    segments = ?t
+                        .segments
+                        .iter()
+                        .map(|s| (s.start, s.end, s.text.as_str()))
+                        .collect::<Vec<_>>(),
+                    "long-form window"
+                );
+            }
             let mut segs = Vec::new();
             for m in merge_windows(&texts) {
                 let tokens = match m.tokens {
@@ -153,10 +166,10 @@ struct ChainLink {
 enum Place {
     /// A planned window, in plan order.
     Append,
-    /// A repair window between links `i` and `i + 1`.
-    After(usize),
-    /// A repair window that takes the place of link `i`.
-    Replace(usize),
+    /// A repair window between links `i` and `i + 1`, with its hand-over time.
+    After(usize, f64),
+    /// A repair window that takes the place of link `i`, with its hand-over time.
+    Replace(usize, f64),
 }
 
 /// Puts decoded windows (recording, window, place) into the chains: planned windows in
@@ -168,30 +181,33 @@ fn place_windows(
     let mut repairs = Vec::new();
     for ((k, _, place), d) in decoded {
         let Some(d) = d else { continue };
-        let continues = !matches!(place, Place::Append);
+        let repairs_from = match place {
+            Place::Append => None,
+            Place::After(_, h) | Place::Replace(_, h) => Some(h),
+        };
         let link = ChainLink {
             text: WindowText {
                 start: d.start,
                 end: d.end,
                 segments: d.segments,
-                continues_previous: continues,
+                repairs_from,
             },
             attempt: d.attempt,
             checked: false,
         };
         match place {
             Place::Append => chains[k].push(link),
-            Place::After(i) => repairs.push((k, i + 1, false, link)),
-            Place::Replace(i) => repairs.push((k, i, true, link)),
+            Place::After(i, _) => repairs.push((k, i + 1, false, link)),
+            Place::Replace(i, _) => repairs.push((k, i, true, link)),
         }
     }
     repairs.sort_by_key(|r| std::cmp::Reverse((r.0, r.1)));
     for (k, i, replace, link) in repairs {
         if replace {
             chains[k][i] = link;
-            // A repair that continued the replaced window does not continue this one.
+            // A repair of the replaced window is not a repair of this one.
             if let Some(next) = chains[k].get_mut(i + 1) {
-                next.text.continues_previous = false;
+                next.text.repairs_from = None;
             }
         } else {
             chains[k].insert(i, link);
@@ -209,31 +225,36 @@ fn repairs(
         let content = long[k].2;
         let mut p = 0;
         while p + 1 < chain.len() {
-            if chain[p].checked || chain[p + 1].text.continues_previous {
+            if chain[p].checked || chain[p + 1].text.repairs_from.is_some() {
                 chain[p].checked = true;
                 p += 1;
                 continue;
             }
             chain[p].checked = true;
-            let Some(t) = repair_start(&chain[p].text, &chain[p + 1].text) else {
+            let Some(handover) = repair_start(&chain[p].text, &chain[p + 1].text) else {
                 p += 1;
                 continue;
             };
-            let start = ((t * FRAMES_PER_SECOND as f64).round() as usize).min(content);
+            let at = ((handover * FRAMES_PER_SECOND as f64).round() as usize).min(content);
+            let start = repair_audio_start(&long[k].1, at).min(content);
             let len = WINDOW_FRAMES.min(content - start);
             let next_start = (chain[p + 1].text.start * FRAMES_PER_SECOND as f64).round() as usize;
             if len == 0 {
                 p += 1;
             } else if start == next_start {
-                // The later window already starts there: it continues the earlier one.
-                chain[p + 1].text.continues_previous = true;
+                // The later window already starts there: it is the repair.
+                chain[p + 1].text.repairs_from = Some(handover);
                 p += 1;
             } else if start > next_start {
-                out.push((k, PlannedWindow { start, len }, Place::Replace(p + 1)));
+                out.push((
+                    k,
+                    PlannedWindow { start, len },
+                    Place::Replace(p + 1, handover),
+                ));
                 // The next hand-over starts from the repair window, checked next pass.
                 p += 2;
             } else {
-                out.push((k, PlannedWindow { start, len }, Place::After(p)));
+                out.push((k, PlannedWindow { start, len }, Place::After(p, handover)));
                 p += 1;
             }
         }

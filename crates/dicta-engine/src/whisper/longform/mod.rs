@@ -3,15 +3,20 @@
 //!
 //! Merge: each segment's words get times (aligned word times when the window has them, else
 //! spread over the segment by character position). Between consecutive windows the word
-//! lists are aligned around the overlap, pairing only equal words whose times agree within
-//! `MATCH_TOLERANCE` (2 s) (so two repetitions of a phrase a few seconds apart are never
-//! paired); the transcript passes from the earlier window to the later one between two
-//! consecutive agreeing words, the pair nearest to where the later window has left its
-//! unreliable first seconds and the earlier window still has complete segments. Without
-//! such a pair the cut is by time at that point, and never after the earlier window's last
-//! complete segment, so nothing the earlier window did not say is dropped; the caller then
-//! decodes a repair window from that timestamp ([`repair_start`]) and marks it as continuing
-//! the earlier window, which makes that hand-over exact, as in the sequential seek loop.
+//! lists are aligned around the overlap, pairing only equal words that both windows can have
+//! heard and whose times agree within `MATCH_TOLERANCE` (2 s), each with its nearest
+//! repetition (so a phrase said twice a few seconds apart is not paired with the wrong one);
+//! the transcript passes from the earlier window to the later one between two consecutive
+//! agreeing words, the pair nearest to where the later window has left its unreliable first
+//! seconds and the earlier window still has complete segments. Without such a pair the cut
+//! is by time at that point, and never after the earlier window's last complete segment, so
+//! nothing the earlier window did not say is dropped; the caller then decodes a repair window
+//! that hands over at that timestamp ([`repair_start`]), as the sequential seek loop would,
+//! but whose audio starts at the pause just before it ([`repair_audio_start`]), since
+//! Whisper's last timestamp often falls just after the next word's onset. Words the repair
+//! hears again in that lead are not repeated.
+
+use dicta_audio::mel::MelSpectrogram;
 
 use super::segments::{FRAMES_PER_SECOND, WINDOW_FRAMES};
 
@@ -74,9 +79,11 @@ pub struct WindowText {
     /// Its segments in order; the last one may be the unfinished text after the last
     /// timestamp pair (it then ends at the window end).
     pub segments: Vec<WindowSegment>,
-    /// The window was decoded from the previous window's last complete timestamp (a repair
-    /// window): the hand-over is exact at `start`, as in the sequential seek loop.
-    pub continues_previous: bool,
+    /// Set on a repair window: the previous window's last complete timestamp, from which this
+    /// window was decoded ([`repair_start`]; its audio may start a little earlier, at a pause,
+    /// see [`repair_audio_start`]). The hand-over is exact there, as in the sequential seek
+    /// loop: the previous window keeps its complete segments and this one follows whole.
+    pub repairs_from: Option<f64>,
 }
 
 /// A merged segment: a whole or partial segment of one window.
@@ -101,8 +108,14 @@ const HEAD_UNRELIABLE: f64 = 2.0;
 /// spread over their segment by characters, so they are rough; a repetition of a phrase a
 /// few seconds later lies outside this and cannot be paired with the first one.
 const MATCH_TOLERANCE: f64 = 2.0;
+/// Seconds a word's estimated time may lie outside the other window and still be paired.
+const EDGE_SLACK: f64 = 0.5;
 /// The hand-over aims this far past the point where the later window becomes reliable.
 const HANDOVER_AIM: f64 = 1.5;
+/// Most seconds of audio a repair window takes before its hand-over time, to start at a pause.
+pub const REPAIR_LEAD: f64 = 0.6;
+/// Slack when comparing a segment's end with a hand-over time (timestamps are 20 ms apart).
+const TIME_EPS: f64 = 0.01;
 
 #[derive(Debug, Clone)]
 struct WordItem {
@@ -207,32 +220,37 @@ fn words_of(segment: usize, s: &WindowSegment) -> Vec<WordItem> {
 }
 
 /// Most matched word pairs in order (a longest common subsequence) where a pair must have the
-/// same normalised text and estimated times at most `MATCH_TOLERANCE` (2 s) apart.
+/// same normalised text and estimated times at most `MATCH_TOLERANCE` (2 s) apart; among
+/// equally long matchings, the one whose pairs lie closest in time (so a phrase said twice
+/// a few seconds apart pairs with its own repetition).
 fn align(a: &[WordItem], b: &[WordItem]) -> Vec<(usize, usize)> {
-    let m = b.len() + 1;
-    let mut d = vec![0u32; (a.len() + 1) * m];
-    let ok = |i: usize, j: usize| {
-        !a[i].norm.is_empty()
-            && a[i].norm == b[j].norm
-            && (a[i].time - b[j].time).abs() <= MATCH_TOLERANCE
+    // Score: matches first, then closeness (< 1 in total, so it only breaks ties).
+    let closeness = 1.0 / (a.len().min(b.len()) + 1) as f64;
+    let gain = |i: usize, j: usize| -> Option<f64> {
+        let dt = (a[i].time - b[j].time).abs();
+        (!a[i].norm.is_empty() && a[i].norm == b[j].norm && dt <= MATCH_TOLERANCE)
+            .then(|| 1.0 + closeness * (1.0 - dt / MATCH_TOLERANCE))
     };
+    let m = b.len() + 1;
+    let mut d = vec![0f64; (a.len() + 1) * m];
     for i in 0..a.len() {
         for j in 0..b.len() {
-            d[(i + 1) * m + j + 1] = if ok(i, j) {
-                d[i * m + j] + 1
-            } else {
-                d[i * m + j + 1].max(d[(i + 1) * m + j])
+            let skip = d[i * m + j + 1].max(d[(i + 1) * m + j]);
+            d[(i + 1) * m + j + 1] = match gain(i, j) {
+                Some(g) => skip.max(d[i * m + j] + g),
+                None => skip,
             };
         }
     }
     let (mut i, mut j) = (a.len(), b.len());
     let mut pairs = Vec::new();
     while i > 0 && j > 0 {
-        if ok(i - 1, j - 1) && d[i * m + j] == d[(i - 1) * m + j - 1] + 1 {
+        let here = d[i * m + j];
+        if gain(i - 1, j - 1).is_some_and(|g| here == d[(i - 1) * m + j - 1] + g) {
             pairs.push((i - 1, j - 1));
             i -= 1;
             j -= 1;
-        } else if d[(i - 1) * m + j] >= d[i * m + j - 1] {
+        } else if here == d[(i - 1) * m + j] {
             i -= 1;
         } else {
             j -= 1;
@@ -257,14 +275,16 @@ fn plan_cut(a: &Prepared, a_from: usize, b: &Prepared) -> Cut {
     let lo = b.start + HEAD_UNRELIABLE;
     let hi = a.complete_end.min(a.end);
     let target = (lo + HANDOVER_AIM).min(hi.max(lo));
+    // Only words both windows can have heard: `b` hears nothing before its start, `a` nothing
+    // after its end (estimated times get a little slack).
     let a_lo = a.words[a_from.min(a.words.len())..]
         .iter()
-        .position(|x| x.time >= b.start - MATCH_TOLERANCE)
+        .position(|x| x.time >= b.start - EDGE_SLACK)
         .map_or(a.words.len(), |p| p + a_from);
     let b_hi = b
         .words
         .iter()
-        .position(|x| x.time > a.end + MATCH_TOLERANCE)
+        .position(|x| x.time > a.end + EDGE_SLACK)
         .unwrap_or(b.words.len());
     let pairs = align(&a.words[a_lo..], &b.words[..b_hi]);
     let cost = |(i, j): (usize, usize)| {
@@ -289,7 +309,7 @@ fn plan_cut(a: &Prepared, a_from: usize, b: &Prepared) -> Cut {
     }
 }
 
-/// Where a repair window should start between consecutive windows `a` and `b`: at `a`'s
+/// Where a repair window should hand over between consecutive windows `a` and `b`: at `a`'s
 /// last complete timestamp (where the sequential mode would seek) when the two windows share
 /// no two consecutive words at consistent times in the overlap, so the merge could only cut
 /// by estimated times. `None` when they agree, or when `a` heard nothing worth continuing.
@@ -303,6 +323,43 @@ pub fn repair_start(a: &WindowText, b: &WindowText) -> Option<f64> {
             (l > a.start + 1.0 && l < a.end).then_some(l)
         }
     }
+}
+
+/// The first frame of a repair window that hands over at frame `handover`: the middle of the
+/// last quietest stretch (mean log-mel over 30 ms) at most [`REPAIR_LEAD`] before it, so
+/// the window starts inside a pause when there is one. Whisper's last
+/// timestamp often falls just after the next word's onset, which a window starting exactly
+/// there would lose; starting at the pause keeps that word whole in the repair window.
+pub fn repair_audio_start(mel: &MelSpectrogram, handover: usize) -> usize {
+    let handover = handover.min(mel.n_frames);
+    let lead = (REPAIR_LEAD * FRAMES_PER_SECOND as f64).round() as usize;
+    let loudness = |f: usize| -> f32 {
+        let frames = f.saturating_sub(1)..(f + 2).min(mel.n_frames);
+        let n = (frames.len() * mel.n_mels).max(1) as f32;
+        frames
+            .flat_map(|t| (0..mel.n_mels).map(move |m| mel.data[m * mel.n_frames + t]))
+            .sum::<f32>()
+            / n
+    };
+    // Log-mel units: 0.05 is about 2 dB.
+    const QUIET_SLACK: f32 = 0.05;
+    let lo = handover.saturating_sub(lead);
+    let levels: Vec<f32> = (lo..handover.min(mel.n_frames.saturating_sub(1)) + 1)
+        .map(loudness)
+        .collect();
+    let Some(min) = levels.iter().copied().reduce(f32::min) else {
+        return handover;
+    };
+    let quiet = |i: usize| levels[i] <= min + QUIET_SLACK;
+    let Some(last) = (0..levels.len()).rev().find(|&i| quiet(i)) else {
+        return handover;
+    };
+    let first = (0..=last)
+        .rev()
+        .take_while(|&i| quiet(i))
+        .last()
+        .unwrap_or(last);
+    lo + (first + last) / 2
 }
 
 /// Merges a chain of windows of one recording, in transcript order, into one list of
@@ -325,10 +382,19 @@ pub fn merge_windows(chain: &[WindowText]) -> Vec<MergedSegment> {
         let a = &prepared[k];
         let (a_end, next_from) = match prepared.get(k + 1) {
             None => (a.words.len(), 0),
-            Some(_) if chain[k + 1].continues_previous => (a.complete_words, 0),
-            Some(b) => match plan_cut(a, from, b) {
-                Cut::Anchor { a_end, b_from } => (a_end, b_from),
-                Cut::Time(t) => {
+            Some(b) => match (chain[k + 1].repairs_from, plan_cut(a, from, b)) {
+                (Some(h), _) => {
+                    let a_end = a.words[from.min(a.complete_words)..a.complete_words]
+                        .iter()
+                        .position(|x| chain[k].segments[x.segment].end > h + TIME_EPS)
+                        .map_or(a.complete_words, |p| p + from);
+                    // The repair's audio starts up to `REPAIR_LEAD` early: when the earlier
+                    // window's last timestamp came late, the repair hears its last words again.
+                    let kept_tail = &a.words[from.min(a_end)..a_end];
+                    (a_end, repeated_head(kept_tail, &b.words))
+                }
+                (None, Cut::Anchor { a_end, b_from }) => (a_end, b_from),
+                (None, Cut::Time(t)) => {
                     let a_end = a.words[from.min(a.words.len())..]
                         .iter()
                         .position(|x| x.time >= t)
@@ -367,6 +433,24 @@ pub fn merge_windows(chain: &[WindowText]) -> Vec<MergedSegment> {
         from = next_from;
     }
     regroup(chain, &prepared, &kept)
+}
+
+/// Most words a repair window may repeat from the earlier window's tail (what fits in
+/// `REPAIR_LEAD`).
+const MAX_REPEATED_WORDS: usize = 3;
+
+/// How many of `b`'s first words repeat the last words of `tail` (the longest run of at most
+/// `MAX_REPEATED_WORDS` words, compared after normalisation).
+fn repeated_head(tail: &[WordItem], b: &[WordItem]) -> usize {
+    (1..=MAX_REPEATED_WORDS.min(tail.len()).min(b.len()))
+        .rev()
+        .find(|&n| {
+            tail[tail.len() - n..]
+                .iter()
+                .zip(&b[..n])
+                .all(|(x, y)| !x.norm.is_empty() && x.norm == y.norm)
+        })
+        .unwrap_or(0)
 }
 
 /// Joins consecutive kept words of the same window segment back into segments.
@@ -422,208 +506,4 @@ fn regroup(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn seg(start: f64, end: f64, text: &str) -> WindowSegment {
-        WindowSegment {
-            start,
-            end,
-            text: text.to_string(),
-            tokens: vec![1, 2, 3],
-            words: Vec::new(),
-        }
-    }
-
-    fn win(start: f64, end: f64, segments: Vec<WindowSegment>) -> WindowText {
-        WindowText {
-            start,
-            end,
-            segments,
-            continues_previous: false,
-        }
-    }
-
-    fn joined(m: &[MergedSegment]) -> String {
-        m.iter()
-            .map(|s| s.text.as_str())
-            .collect::<String>()
-            .trim()
-            .to_string()
-    }
-
-    #[test]
-    fn plan_covers_content_with_overlap() {
-        assert_eq!(
-            plan_windows(2500, 5.0),
-            vec![PlannedWindow {
-                start: 0,
-                len: 2500
-            }]
-        );
-        assert_eq!(plan_windows(3000, 5.0).len(), 1);
-        let p = plan_windows(24000, 5.0);
-        assert_eq!(
-            p[0],
-            PlannedWindow {
-                start: 0,
-                len: 3000
-            }
-        );
-        assert_eq!(p[1].start, 2500);
-        let last = p.last().unwrap();
-        assert_eq!(last.start + last.len, 24000);
-        for w in p.windows(2) {
-            assert!(w[1].start < w[0].start + w[0].len, "windows overlap");
-        }
-    }
-
-    #[test]
-    fn common_run_in_overlap_is_kept_once() {
-        // Window 0: 0-30 s (its unfinished tail from 24 s), window 1: 25-55 s. Both hear
-        // "the quick brown fox" around 26-28 s; window 1 missed "alpha beta" at its edge.
-        let w0 = vec![
-            seg(0.0, 10.0, " One two three four."),
-            seg(24.0, 30.0, " Alpha beta the quick brown fox jum"),
-        ];
-        let w1 = vec![
-            seg(25.0, 29.5, " the quick brown fox jumps over"),
-            seg(29.5, 40.0, " the lazy dog."),
-        ];
-        let chain = [win(0.0, 30.0, w0), win(25.0, 55.0, w1)];
-        let m = merge_windows(&chain);
-        assert_eq!(
-            joined(&m),
-            "One two three four. Alpha beta the quick brown fox jumps over the lazy dog."
-        );
-        // The whole first segment keeps its tokens; the cut ones are re-tokenised.
-        assert!(m[0].tokens.is_some());
-        assert!(m[1].tokens.is_none() && m[2].tokens.is_none());
-        assert!(m.windows(2).all(|p| p[0].start <= p[1].start));
-        assert_eq!(repair_start(&chain[0], &chain[1]), None);
-    }
-
-    #[test]
-    fn repetitions_are_paired_by_time_not_by_longest_run() {
-        // Speech: "montreal forced aligner" at 21-24, 24.5-27.5 and 28-31 s, then "yes".
-        // Window 0 (0-30) hears the first two and the unfinished start of the third; window 1
-        // (25-55) garbles the second into "aligner" and hears the third. The longest common
-        // run pairs window 0's second repetition with window 1's third (5 s apart): cutting
-        // in it would drop one repetition.
-        let w0 = vec![
-            seg(10.0, 20.0, " start here"),
-            seg(21.0, 24.0, " montreal forced aligner"),
-            seg(24.5, 27.5, " montreal forced aligner"),
-            seg(28.0, 30.0, " montreal forced"),
-        ];
-        let w1 = vec![
-            seg(25.0, 27.5, " aligner"),
-            seg(28.0, 31.0, " montreal forced aligner"),
-            seg(31.5, 32.5, " yes"),
-        ];
-        let m = merge_windows(&[win(0.0, 30.0, w0), win(25.0, 55.0, w1)]);
-        assert_eq!(
-            joined(&m),
-            "start here montreal forced aligner montreal forced aligner \
-             montreal forced aligner yes"
-        );
-    }
-
-    #[test]
-    fn no_common_words_cuts_where_both_are_reliable_and_asks_for_repair() {
-        let w0 = vec![seg(20.0, 29.0, " aaa bbb ccc ddd eee fff")];
-        let w1 = vec![seg(25.0, 33.0, " xxx yyy zzz www")];
-        let chain = [win(0.0, 30.0, w0), win(25.0, 55.0, w1)];
-        let m = merge_windows(&chain);
-        // Cut at 28.5 s (window 1 reliable from 27 s, aim 1.5 s later): earlier words from
-        // window 0, later ones from window 1.
-        assert_eq!(joined(&m), "aaa bbb ccc ddd eee fff zzz www");
-        // A repair window continues window 0 from its last timestamp.
-        assert_eq!(repair_start(&chain[0], &chain[1]), Some(29.0));
-    }
-
-    #[test]
-    fn repair_window_takes_over_exactly_at_its_start() {
-        // Window 0 ends "go forward ten meters" at 276.44 s, then an unfinished tail; the
-        // repair window starts there, and window 1 (275-305) missed "we" at its edge.
-        let w0 = vec![
-            seg(270.0, 276.44, " go forward ten meters"),
-            seg(276.44, 280.0, " we must"),
-        ];
-        let rep = vec![
-            seg(276.44, 279.0, " we must find a new home in the stars"),
-            seg(279.5, 283.0, " this is all very high pitched"),
-        ];
-        let w1 = vec![
-            seg(275.0, 279.0, " must find a new home in the stars"),
-            seg(279.5, 283.0, " this is all very high pitched"),
-            seg(284.0, 290.0, " i really don't know"),
-        ];
-        let chain = [
-            win(250.0, 280.0, w0),
-            WindowText {
-                continues_previous: true,
-                ..win(276.44, 306.44, rep)
-            },
-            win(275.0, 305.0, w1),
-        ];
-        assert_eq!(repair_start(&chain[0], &chain[2]), Some(276.44));
-        let m = merge_windows(&chain);
-        assert_eq!(
-            joined(&m),
-            "go forward ten meters we must find a new home in the stars \
-             this is all very high pitched i really don't know"
-        );
-        // Whole segments keep their tokens and times.
-        assert_eq!((m[0].start, m[0].end), (270.0, 276.44));
-        assert!(m[0].tokens.is_some());
-    }
-
-    #[test]
-    fn earlier_window_silent_keeps_all_of_the_later_one() {
-        let w1 = vec![
-            seg(25.2, 27.0, " hello there"),
-            seg(27.5, 31.0, " general kenobi"),
-        ];
-        let chain = [win(0.0, 30.0, vec![]), win(25.0, 55.0, w1)];
-        assert_eq!(repair_start(&chain[0], &chain[1]), None);
-        assert_eq!(joined(&merge_windows(&chain)), "hello there general kenobi");
-    }
-
-    #[test]
-    fn later_window_starting_mid_sentence_defers_to_the_earlier_one() {
-        // Window 1 starts inside "the cat sat on the mat today", hears only its end and
-        // stamps it from its window start.
-        let w0 = vec![
-            seg(20.0, 23.0, " hello"),
-            seg(23.5, 28.5, " the cat sat on the mat today"),
-            seg(28.5, 30.0, " and"),
-        ];
-        let w1 = vec![
-            seg(25.0, 28.4, " on the mat today"),
-            seg(28.6, 31.0, " and then we left"),
-        ];
-        let m = merge_windows(&[win(0.0, 30.0, w0), win(25.0, 55.0, w1)]);
-        assert_eq!(
-            joined(&m),
-            "hello the cat sat on the mat today and then we left"
-        );
-    }
-
-    #[test]
-    fn segment_straddling_an_early_stop_is_kept_whole() {
-        // Window 0 (250-280 s) stops talking at 276.44 s; window 1 (275-305 s) hears a sentence
-        // from 275 s that window 0 missed. Its spread word times put "we must find" before
-        // 276.44 s, yet none of it may be dropped (when no repair window was decoded).
-        let w0 = vec![seg(270.0, 276.44, " go forward ten meters")];
-        let w1 = vec![
-            seg(275.0, 279.0, " we must find a new home in the stars"),
-            seg(279.0, 283.0, " and then some"),
-        ];
-        let m = merge_windows(&[win(250.0, 280.0, w0), win(275.0, 305.0, w1)]);
-        assert_eq!(
-            joined(&m),
-            "go forward ten meters we must find a new home in the stars and then some"
-        );
-    }
-}
+mod tests;
