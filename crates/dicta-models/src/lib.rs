@@ -4,4 +4,5 @@
 //! - [`ctc`]: CTC acoustic models (wav2vec2 family).
 
 pub mod ctc;
+pub mod kernels;
 pub mod whisper;

@@ -210,12 +210,11 @@ impl DecoderCache {
                 .contiguous()?
                 .reshape((w, h, g * l, dh))?
         };
-        let p = candle_nn::ops::softmax_last_dim(&qg.matmul(&k.t()?)?)?;
-        let a = p.matmul(v)?; // [W, H, g·L, Dh]
+        let (a, p) = crate::kernels::attend_few_queries(&qg, k, v, want_probs && g == 1)?; // [W, H, g·L, Dh]
         let out = a
             .reshape((w, h, g, l, dh))?
             .permute((0, 2, 3, 1, 4))?
             .reshape((n, l, h * dh))?;
-        Ok((out, (want_probs && g == 1).then_some(p)))
+        Ok((out, p))
     }
 }

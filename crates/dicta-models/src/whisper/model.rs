@@ -6,6 +6,7 @@
 
 use super::config::WhisperConfig;
 use super::quant::{ComputeType, Linear};
+use crate::kernels;
 use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{Conv1d, Conv1dConfig, LayerNorm};
 use dicta_core::{Error, Result};
@@ -146,7 +147,7 @@ impl Mlp {
         })
     }
     fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
-        self.fc2.forward(&self.fc1.forward(x)?.gelu_erf()?)
+        self.fc2.forward(&kernels::gelu_erf(&self.fc1.forward(x)?)?)
     }
 }
 
@@ -175,7 +176,7 @@ impl EncoderLayer {
             for start in (0..t).step_by(chunk) {
                 let len = chunk.min(t - start);
                 let s = q.narrow(1, start, len)?.matmul(&k)?;
-                parts.push(candle_nn::ops::softmax_last_dim(&s)?.matmul(&v)?);
+                parts.push(kernels::softmax_last_dim(&s)?.matmul(&v)?);
             }
             rows.push(Tensor::cat(&parts, 1)?);
         }
@@ -267,8 +268,8 @@ impl Encoder {
 
     /// mel: [N, n_mels, 2·n_audio_ctx] → [N, n_audio_ctx, d].
     pub fn forward(&self, mel: &Tensor) -> candle_core::Result<Tensor> {
-        let x = self.conv1.forward(mel)?.gelu_erf()?;
-        let x = self.conv2.forward(&x)?.gelu_erf()?;
+        let x = kernels::gelu_erf(&self.conv1.forward(mel)?)?;
+        let x = kernels::gelu_erf(&self.conv2.forward(&x)?)?;
         let mut x = x.transpose(1, 2)?.broadcast_add(&self.pos)?;
         for l in &self.layers {
             x = l.forward(&x)?;
@@ -489,7 +490,7 @@ impl Decoder {
             if let Some(m) = &mask {
                 s = s.broadcast_add(m)?;
             }
-            let p = candle_nn::ops::softmax_last_dim(&s)?;
+            let p = kernels::softmax_last_dim(&s)?;
             let a = merge_heads(&p.matmul(&v)?)?;
             x = (x + layer.self_out.forward(&a)?)?;
             // Cross-attention; rows that share a window use that window's K/V without copying it.
