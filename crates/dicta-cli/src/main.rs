@@ -62,7 +62,25 @@ fn default_home() -> PathBuf {
         .join("dicta")
 }
 
+/// Keeps freed tensor buffers in the heap instead of returning them to the kernel: every model
+/// call allocates and frees the same large activations, and glibc's defaults (mmap above a
+/// dynamic threshold, trimming the heap top) turned each into fresh zeroed pages — 2.3 M page
+/// faults and 7% of the CPU time of an 8 × 30 s run, against 0.14 M with these settings.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn tune_allocator() {
+    // SAFETY: mallopt only sets allocator parameters; called before any other thread exists.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 1 << 30);
+        libc::mallopt(libc::M_TOP_PAD, 64 << 20);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn tune_allocator() {}
+
 fn main() -> ExitCode {
+    tune_allocator();
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
