@@ -384,6 +384,15 @@ mod tests {
     use super::*;
     use candle_core::Device;
 
+    fn max_abs_diff(a: &Tensor, b: &Tensor) -> f32 {
+        (a - b)
+            .and_then(|d| d.abs())
+            .and_then(|d| d.flatten_all())
+            .and_then(|d| d.max(0))
+            .and_then(|d| d.to_scalar::<f32>())
+            .unwrap()
+    }
+
     /// Inputs spanning the range the kernels see, plus the edges.
     fn grid(lo: f32, hi: f32, n: usize) -> Vec<f32> {
         (0..n)
@@ -454,20 +463,8 @@ mod tests {
             let (out, probs) = attend_few_queries(&q, &k, &v, true).unwrap();
             let p = candle_nn::ops::softmax_last_dim(&q.matmul(&k.t().unwrap()).unwrap()).unwrap();
             let want = p.matmul(&v).unwrap();
-            let max_diff = |a: &Tensor, b: &Tensor| {
-                (a - b)
-                    .unwrap()
-                    .abs()
-                    .unwrap()
-                    .flatten_all()
-                    .unwrap()
-                    .max(0)
-                    .unwrap()
-                    .to_scalar::<f32>()
-                    .unwrap()
-            };
-            assert!(max_diff(&out, &want) < 1e-5, "out");
-            assert!(max_diff(&probs.unwrap(), &p) < 1e-6, "probs");
+            assert!(max_abs_diff(&out, &want) < 1e-5, "out");
+            assert!(max_abs_diff(&probs.unwrap(), &p) < 1e-6, "probs");
             let (_, none) = attend_few_queries(&q, &k, &v, false).unwrap();
             assert!(none.is_none());
         }
@@ -491,16 +488,7 @@ mod tests {
         let x = Tensor::from_vec(vals, (3, 5, 37), &dev).unwrap();
         let ours = softmax_last_dim(&x).unwrap();
         let theirs = candle_nn::ops::softmax_last_dim(&x).unwrap();
-        let diff = (ours - theirs)
-            .unwrap()
-            .abs()
-            .unwrap()
-            .flatten_all()
-            .unwrap()
-            .max(0)
-            .unwrap()
-            .to_scalar::<f32>()
-            .unwrap();
+        let diff = max_abs_diff(&ours, &theirs);
         assert!(diff < 1e-6, "softmax max diff {diff}");
         let rows = softmax_last_dim(&x).unwrap().sum(2).unwrap();
         for s in rows.flatten_all().unwrap().to_vec1::<f32>().unwrap() {

@@ -107,7 +107,13 @@ impl WhisperTranscriber<'_> {
                     self.seq_apply(seq, &rows, seq_attempts, &enc, decoder)?;
                 }
             }
-            place_windows(&mut chains, pending.drain(..).zip(decoded));
+            // A repair is optional: one whose text loops (as a window starting at an odd point
+            // sometimes does, with no temperature left to fall back to) is dropped, and the
+            // merge cuts between the two windows it would have joined.
+            let max_ratio = opts
+                .compression_ratio_threshold
+                .unwrap_or(DEGENERATE_COMPRESSION_RATIO);
+            place_windows(&mut chains, pending.drain(..).zip(decoded), max_ratio);
             if repair_passes < MAX_REPAIR_PASSES {
                 pending = repairs(&mut chains, long);
                 repair_passes += usize::from(!pending.is_empty());
@@ -152,6 +158,10 @@ impl WhisperTranscriber<'_> {
     }
 }
 
+/// Compression ratio above which a repair window's text counts as a loop when the options set
+/// no threshold (faster-whisper's default threshold).
+const DEGENERATE_COMPRESSION_RATIO: f32 = 2.4;
+
 /// A decoded window in the merge chain of a long recording.
 #[derive(Debug, Clone)]
 struct ChainLink {
@@ -173,14 +183,24 @@ enum Place {
 }
 
 /// Puts decoded windows (recording, window, place) into the chains: planned windows in
-/// order, then repairs from the back so that earlier positions stay valid.
+/// order, then repairs from the back so that earlier positions stay valid. Repairs whose
+/// text compresses beyond `max_ratio` (a repetition loop) are left out.
 fn place_windows(
     chains: &mut [Vec<ChainLink>],
     decoded: impl Iterator<Item = ((usize, PlannedWindow, Place), Option<DecodedWindow>)>,
+    max_ratio: f32,
 ) {
     let mut repairs = Vec::new();
     for ((k, _, place), d) in decoded {
         let Some(d) = d else { continue };
+        if !matches!(place, Place::Append) && d.attempt.compression_ratio > max_ratio {
+            tracing::debug!(
+                start = d.start,
+                ratio = d.attempt.compression_ratio,
+                "repair window dropped: its text loops"
+            );
+            continue;
+        }
         let repairs_from = match place {
             Place::Append => None,
             Place::After(_, h) | Place::Replace(_, h) => Some(h),
