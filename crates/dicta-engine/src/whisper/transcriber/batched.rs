@@ -281,3 +281,75 @@ fn repairs(
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decoded(start: f64, text: &str, compression_ratio: f32) -> DecodedWindow {
+        DecodedWindow {
+            start,
+            end: start + 30.0,
+            segments: vec![crate::whisper::longform::WindowSegment {
+                start,
+                end: start + 5.0,
+                text: text.to_string(),
+                tokens: vec![],
+                words: vec![],
+            }],
+            attempt: Attempt {
+                temperature: 0.0,
+                tokens: vec![],
+                avg_logprob: -0.2,
+                compression_ratio,
+                no_speech_prob: 0.0,
+            },
+        }
+    }
+
+    fn planned(start: usize) -> PlannedWindow {
+        PlannedWindow { start, len: 3000 }
+    }
+
+    #[test]
+    fn a_looping_repair_window_is_left_out_of_the_chain() {
+        let mut chains = vec![Vec::new()];
+        place_windows(
+            &mut chains,
+            [
+                (
+                    (0, planned(0), Place::Append),
+                    Some(decoded(0.0, " one", 1.2)),
+                ),
+                (
+                    (0, planned(2500), Place::Append),
+                    Some(decoded(25.0, " two", 1.2)),
+                ),
+            ]
+            .into_iter(),
+            2.4,
+        );
+        let looped = " late late late late late late late late late late late late";
+        place_windows(
+            &mut chains,
+            [
+                (
+                    (0, planned(2300), Place::After(0, 23.0)),
+                    Some(decoded(23.0, looped, 9.0)),
+                ),
+                (
+                    (0, planned(2600), Place::Replace(1, 26.0)),
+                    Some(decoded(26.0, " three", 1.3)),
+                ),
+            ]
+            .into_iter(),
+            2.4,
+        );
+        let texts: Vec<(&str, Option<f64>)> = chains[0]
+            .iter()
+            .map(|l| (l.text.segments[0].text.as_str(), l.text.repairs_from))
+            .collect();
+        // The loop is dropped; the sound repair replaces window 1 and hands over at 26 s.
+        assert_eq!(texts, vec![(" one", None), (" three", Some(26.0))]);
+    }
+}
