@@ -112,7 +112,7 @@ impl WhisperTranscriber<'_> {
             // merge cuts between the two windows it would have joined.
             let max_ratio = opts
                 .compression_ratio_threshold
-                .unwrap_or(DEGENERATE_COMPRESSION_RATIO);
+                .map_or(LOOP_COMPRESSION_RATIO, |t| t.max(LOOP_COMPRESSION_RATIO));
             place_windows(&mut chains, pending.drain(..).zip(decoded), max_ratio);
             if repair_passes < MAX_REPAIR_PASSES {
                 pending = repairs(&mut chains, long);
@@ -158,9 +158,10 @@ impl WhisperTranscriber<'_> {
     }
 }
 
-/// Compression ratio above which a repair window's text counts as a loop when the options set
-/// no threshold (faster-whisper's default threshold).
-const DEGENERATE_COMPRESSION_RATIO: f32 = 2.4;
+/// Compression ratio above which a repair window's text counts as a loop. Speech that really
+/// repeats itself ("montreal forced aligner" said ten times) compresses to 2.4–2.6, above
+/// faster-whisper's fallback threshold (2.4); decoding loops ("late late late …") to 10 and more.
+const LOOP_COMPRESSION_RATIO: f32 = 4.0;
 
 /// A decoded window in the merge chain of a long recording.
 #[derive(Debug, Clone)]
