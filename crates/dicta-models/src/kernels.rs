@@ -107,19 +107,17 @@ impl CustomOp1 for Softmax {
     }
 
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
-        let src = f32_input(s, l)?;
         let dims = l.shape().dims();
         let row = dims[dims.len() - 1].max(1);
-        let mut dst = vec![0f32; src.len()];
+        // Copying costs what zero-filling an output would; the rows are then done in place.
+        let mut dst = f32_input(s, l)?.to_vec();
         // Enough rows per task that small decoder calls do not pay for many tiny tasks.
         let rows_per_task = (CHUNK / row).max(1);
-        src.par_chunks(row * rows_per_task)
-            .zip(dst.par_chunks_mut(row * rows_per_task))
-            .for_each(|(s, d)| {
-                for (s, d) in s.chunks(row).zip(d.chunks_mut(row)) {
-                    softmax_row(s, d);
-                }
-            });
+        dst.par_chunks_mut(row * rows_per_task).for_each(|d| {
+            for r in d.chunks_mut(row) {
+                softmax_row(r);
+            }
+        });
         Ok((CpuStorage::F32(dst), l.shape().clone()))
     }
 }
@@ -224,13 +222,13 @@ fn dot<const FMA: bool>(a: &[f32], b: &[f32]) -> f32 {
     acc.iter().sum::<f32>() + tail
 }
 
-fn softmax_row(src: &[f32], dst: &mut [f32]) {
+fn softmax_row(x: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     if avx2_fma() {
         // SAFETY: the CPU supports AVX2 and FMA (checked at run time).
-        return unsafe { softmax_row_avx2(src, dst) };
+        return unsafe { softmax_row_avx2(x) };
     }
-    softmax_row_body::<false>(src, dst)
+    softmax_in_place::<false>(x)
 }
 
 fn gelu_slice(src: &[f32], dst: &mut [f32]) {
@@ -250,23 +248,14 @@ fn avx2_fma() -> bool {
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn softmax_row_avx2(src: &[f32], dst: &mut [f32]) {
-    softmax_row_body::<true>(src, dst)
+unsafe fn softmax_row_avx2(x: &mut [f32]) {
+    softmax_in_place::<true>(x)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn gelu_slice_avx2(src: &[f32], dst: &mut [f32]) {
     gelu_slice_body::<true>(src, dst)
-}
-
-#[inline(always)]
-fn softmax_row_body<const FMA: bool>(src: &[f32], dst: &mut [f32]) {
-    let max = src.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
-    for (d, &s) in dst.iter_mut().zip(src) {
-        *d = exp::<FMA>(s - max);
-    }
-    normalise(dst);
 }
 
 #[inline(always)]

@@ -4,7 +4,7 @@
 //! on the decoded duration before resampling, so an over-long request costs no resampling.
 
 use base64::Engine as _;
-use dicta_audio::decode::{decode_owned_planar, decode_raw_pcm, Audio, PcmEncoding, PlanarAudio};
+use dicta_audio::decode::{decode_owned_planar, decode_raw_pcm, PcmEncoding, PlanarAudio};
 use dicta_audio::SAMPLE_RATE;
 use dicta_core::{Error, Result};
 
@@ -67,12 +67,14 @@ pub(crate) fn decode_inputs(
                     Error::invalid_input(format!("{name}: audio_base64 is not valid base64: {e}"))
                 })?,
         };
-        let audio = match input.format {
-            AudioFormat::Encoded => Decoded::Planar(decode_owned_planar(bytes, &name)?),
+        // Files keep their channels apart until after resampling, so that the conversion
+        // matches `dicta transcribe` and faster-whisper bit for bit.
+        let audio: PlanarAudio = match input.format {
+            AudioFormat::Encoded => decode_owned_planar(bytes, &name)?,
             AudioFormat::Pcm {
                 encoding,
                 sample_rate,
-            } => Decoded::Mono(decode_raw_pcm(&bytes, encoding, sample_rate, &name)?),
+            } => decode_raw_pcm(&bytes, encoding, sample_rate, &name)?.into(),
         };
         let seconds = audio.duration();
         total_seconds += seconds;
@@ -97,29 +99,6 @@ pub(crate) fn decode_inputs(
         out.push((name, audio.into_16k()?));
     }
     Ok(out)
-}
-
-/// An upload before its conversion to 16 kHz; files keep their channels apart so that the
-/// conversion matches `dicta transcribe` and faster-whisper bit for bit.
-enum Decoded {
-    Planar(PlanarAudio),
-    Mono(Audio),
-}
-
-impl Decoded {
-    fn duration(&self) -> f64 {
-        match self {
-            Decoded::Planar(a) => a.duration(),
-            Decoded::Mono(a) => a.duration(),
-        }
-    }
-
-    fn into_16k(self) -> Result<Vec<f32>> {
-        match self {
-            Decoded::Planar(a) => a.into_16k(),
-            Decoded::Mono(a) => a.into_16k(),
-        }
-    }
 }
 
 #[cfg(test)]

@@ -141,6 +141,17 @@ impl PlanarAudio {
     }
 }
 
+/// Mono audio as one plane, converted exactly as [`Audio::into_16k`] would.
+impl From<Audio> for PlanarAudio {
+    fn from(a: Audio) -> Self {
+        PlanarAudio(container::Decoded {
+            planes: vec![a.samples],
+            sample_rate: a.sample_rate,
+            int16: false,
+        })
+    }
+}
+
 /// Decodes a complete file held in memory without down-mixing it (see [`PlanarAudio`]).
 pub fn decode_owned_planar(bytes: Vec<u8>, name: &str) -> Result<PlanarAudio> {
     decode_owned_planes(bytes, name).map(PlanarAudio)

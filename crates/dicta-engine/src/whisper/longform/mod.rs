@@ -268,6 +268,9 @@ enum Cut {
     Anchor { a_end: usize, b_from: usize },
     /// No agreement: `a`'s words before this time, `b`'s from it.
     Time(f64),
+    /// `b` is a repair window decoded for `a`'s hand-over at this time: `a`'s complete
+    /// segments up to it, then all of `b` but what it repeats of them.
+    Repair(f64),
 }
 
 fn plan_cut(a: &Prepared, a_from: usize, b: &Prepared) -> Cut {
@@ -316,13 +319,8 @@ fn plan_cut(a: &Prepared, a_from: usize, b: &Prepared) -> Cut {
 pub fn repair_start(a: &WindowText, b: &WindowText) -> Option<f64> {
     let pa = Prepared::new(a);
     let pb = Prepared::new(b);
-    match plan_cut(&pa, 0, &pb) {
-        Cut::Anchor { .. } => None,
-        Cut::Time(_) => {
-            let l = pa.complete_end;
-            (l > a.start + 1.0 && l < a.end).then_some(l)
-        }
-    }
+    let l = pa.complete_end;
+    (l > a.start + 1.0 && l < a.end && matches!(plan_cut(&pa, 0, &pb), Cut::Time(_))).then_some(l)
 }
 
 /// The first frame of a repair window that hands over at frame `handover`: the middle of the
@@ -382,8 +380,11 @@ pub fn merge_windows(chain: &[WindowText]) -> Vec<MergedSegment> {
         let a = &prepared[k];
         let (a_end, next_from) = match prepared.get(k + 1) {
             None => (a.words.len(), 0),
-            Some(b) => match (chain[k + 1].repairs_from, plan_cut(a, from, b)) {
-                (Some(h), _) => {
+            Some(b) => match chain[k + 1]
+                .repairs_from
+                .map_or_else(|| plan_cut(a, from, b), Cut::Repair)
+            {
+                Cut::Repair(h) => {
                     let a_end = a.words[from.min(a.complete_words)..a.complete_words]
                         .iter()
                         .position(|x| chain[k].segments[x.segment].end > h + TIME_EPS)
@@ -393,8 +394,8 @@ pub fn merge_windows(chain: &[WindowText]) -> Vec<MergedSegment> {
                     let kept_tail = &a.words[from.min(a_end)..a_end];
                     (a_end, repeated_head(kept_tail, &b.words))
                 }
-                (None, Cut::Anchor { a_end, b_from }) => (a_end, b_from),
-                (None, Cut::Time(t)) => {
+                Cut::Anchor { a_end, b_from } => (a_end, b_from),
+                Cut::Time(t) => {
                     let a_end = a.words[from.min(a.words.len())..]
                         .iter()
                         .position(|x| x.time >= t)

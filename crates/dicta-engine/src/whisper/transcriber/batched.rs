@@ -63,6 +63,12 @@ impl WhisperTranscriber<'_> {
                     .map(move |w| (k, w, Place::Append))
             })
             .collect();
+        // A repair is optional: one whose text loops (as a window starting at an odd point
+        // sometimes does, with no temperature left to fall back to) is dropped, and the merge
+        // cuts between the two windows it would have joined.
+        let max_ratio = opts
+            .compression_ratio_threshold
+            .map_or(LOOP_COMPRESSION_RATIO, |t| t.max(LOOP_COMPRESSION_RATIO));
         let mut repair_passes = 0;
         loop {
             let active: Vec<usize> = (0..seq.len())
@@ -107,12 +113,6 @@ impl WhisperTranscriber<'_> {
                     self.seq_apply(seq, &rows, seq_attempts, &enc, decoder)?;
                 }
             }
-            // A repair is optional: one whose text loops (as a window starting at an odd point
-            // sometimes does, with no temperature left to fall back to) is dropped, and the
-            // merge cuts between the two windows it would have joined.
-            let max_ratio = opts
-                .compression_ratio_threshold
-                .map_or(LOOP_COMPRESSION_RATIO, |t| t.max(LOOP_COMPRESSION_RATIO));
             place_windows(&mut chains, pending.drain(..).zip(decoded), max_ratio);
             if repair_passes < MAX_REPAIR_PASSES {
                 pending = repairs(&mut chains, long);
