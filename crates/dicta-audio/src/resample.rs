@@ -131,9 +131,125 @@ pub fn to_mono_like_ffmpeg(
     Ok(mono)
 }
 
+/// [`to_mono_like_ffmpeg`] (and, for one plane, resample + [`quantize_i16`]) applied block by
+/// block as a decoder produces the planes: the same samples bit for bit, while holding only
+/// one block and about a filter of history per channel instead of the whole recording at
+/// its native rate and channel count.
+#[derive(Debug)]
+pub(crate) struct ToMono {
+    /// One streaming resampler per channel; empty when the rates are equal.
+    streams: Vec<swr::SwrStream>,
+    /// Resampled blocks of each channel (multichannel input only).
+    scratch: Vec<Vec<f32>>,
+    int16_source: bool,
+}
+
+impl ToMono {
+    /// A converter for `channels` planes at `from_rate` Hz to mono at `to_rate` Hz.
+    ///
+    /// Errors: [`dicta_core::ErrorKind::InvalidInput`] when a rate is zero.
+    pub(crate) fn new(
+        channels: usize,
+        from_rate: u32,
+        to_rate: u32,
+        int16_source: bool,
+    ) -> Result<Self> {
+        let streams = if from_rate == to_rate {
+            Vec::new()
+        } else {
+            let swr = swr::Swr::new(from_rate, to_rate)?;
+            (0..channels.max(1))
+                .map(|_| swr::SwrStream::new(swr.clone()))
+                .collect()
+        };
+        Ok(Self {
+            streams,
+            scratch: vec![Vec::new(); channels.max(1)],
+            int16_source,
+        })
+    }
+
+    /// Converts the next block (one plane per channel, equal lengths); appends to `out`.
+    pub(crate) fn feed(&mut self, planes: &[Vec<f32>], out: &mut Vec<f32>) {
+        let start = out.len();
+        match (planes, self.streams.as_mut_slice()) {
+            ([mono], []) => out.extend_from_slice(mono),
+            ([mono], [stream]) => stream.feed(mono, out),
+            (_, []) => out.extend(downmix_to_mono(planes, self.int16_source)),
+            (_, streams) => {
+                for ((p, st), o) in planes.iter().zip(streams).zip(&mut self.scratch) {
+                    o.clear();
+                    st.feed(p, o);
+                }
+                out.extend(downmix_to_mono(&self.scratch, false));
+            }
+        }
+        quantize_i16(&mut out[start..]);
+    }
+
+    /// Flushes the resamplers (swr's end reflection); appends the last samples to `out`.
+    pub(crate) fn finish(mut self, out: &mut Vec<f32>) {
+        let start = out.len();
+        let mut streams = std::mem::take(&mut self.streams);
+        match streams.len() {
+            0 => return,
+            1 => streams.pop().expect("one stream").finish(out),
+            _ => {
+                for (st, o) in streams.into_iter().zip(&mut self.scratch) {
+                    o.clear();
+                    st.finish(o);
+                }
+                out.extend(downmix_to_mono(&self.scratch, false));
+            }
+        }
+        quantize_i16(&mut out[start..]);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The block-by-block conversion equals the whole-signal one for every channel layout,
+    /// resampled or not, integer or float source.
+    #[test]
+    fn to_mono_streamed_equals_whole_conversion() {
+        let mut seed = 11u32;
+        let mut next = || {
+            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            ((seed >> 16) as i32 - 32768) as f32 / 32768.0
+        };
+        for (channels, rate, int16) in [
+            (1usize, 16_000u32, true),
+            (1, 44_100, false),
+            (2, 16_000, true),
+            (2, 16_000, false),
+            (2, 48_000, true),
+            (3, 22_050, false),
+            (6, 8000, true),
+        ] {
+            let n = 50_000;
+            let planes: Vec<Vec<f32>> = (0..channels)
+                .map(|_| (0..n).map(|_| next()).collect())
+                .collect();
+            let want = if channels == 1 {
+                let mut m = resample(&planes[0], rate, 16_000).unwrap();
+                quantize_i16(&mut m);
+                m
+            } else {
+                to_mono_like_ffmpeg(&planes, rate, 16_000, int16).unwrap()
+            };
+            let mut conv = ToMono::new(channels, rate, 16_000, int16).unwrap();
+            let mut got = Vec::new();
+            for start in (0..n).step_by(1152) {
+                let end = (start + 1152).min(n);
+                let block: Vec<Vec<f32>> = planes.iter().map(|p| p[start..end].to_vec()).collect();
+                conv.feed(&block, &mut got);
+            }
+            conv.finish(&mut got);
+            assert_eq!(got, want, "{channels} ch at {rate} Hz, int16 {int16}");
+        }
+    }
 
     #[test]
     fn quantize_rounds_half_to_even_and_saturates() {

@@ -48,9 +48,14 @@ pub struct ServeArgs {
     /// Inputs per /transcribe request at most.
     #[arg(long, default_value_t = 16)]
     pub max_inputs: usize,
-    /// Longest audio per input (seconds).
+    /// Most audio per request, all inputs together (seconds); more is answered 413. Uploads are
+    /// decoded as a stream: a header that declares more is refused before decoding.
     #[arg(long, default_value_t = 3600.0)]
     pub max_audio_seconds: f64,
+    /// Most decoded audio held by all requests in progress together (MiB of 16 kHz samples);
+    /// a request that would pass it is answered 503. Default: a quarter of the machine's memory.
+    #[arg(long)]
+    pub max_pending_audio_mib: Option<u64>,
     /// A request taking longer is answered 504 (seconds).
     #[arg(long, default_value_t = 600.0)]
     pub request_timeout_s: f64,
@@ -243,6 +248,9 @@ pub fn run(args: &ServeArgs, g: &Globals) -> Result<u8> {
         max_body_mib: args.max_body_mib,
         max_inputs: args.max_inputs,
         max_audio_seconds: args.max_audio_seconds,
+        max_pending_audio_mib: args
+            .max_pending_audio_mib
+            .unwrap_or_else(default_pending_audio_mib),
         request_timeout_s: args.request_timeout_s,
         max_streams: args.max_streams,
         max_stream_seconds: args.max_stream_seconds,
@@ -262,6 +270,17 @@ pub fn run(args: &ServeArgs, g: &Globals) -> Result<u8> {
     })?;
     eprintln!("dicta serve: stopped");
     Ok(0)
+}
+
+/// A quarter of the machine's memory (`MemTotal` in /proc/meminfo), at least 256 MiB; 2 GiB
+/// where that cannot be read.
+fn default_pending_audio_mib() -> u64 {
+    let kib = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+        m.lines()
+            .find_map(|l| l.strip_prefix("MemTotal:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+    });
+    kib.map_or(2048, |k| (k / 1024 / 4).max(256))
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 
 pub mod error;
 pub mod format;
+pub mod text;
 pub mod transcript;
 
 pub use error::{Error, ErrorKind, Result};

@@ -1,12 +1,87 @@
 //! Turning uploaded bytes into 16 kHz samples under the per-request audio limits.
 //!
-//! Runs on tokio's blocking pool (decoding and resampling are CPU work). Limits are checked
-//! on the decoded duration before resampling, so an over-long request costs no resampling.
+//! Runs on tokio's blocking pool (decoding and resampling are CPU work). Files are decoded as
+//! a stream ([`dicta_audio::decode::load_owned_bounded`]): each block is resampled and
+//! down-mixed at once, a header that declares more than the request may hold is refused before
+//! anything is decoded, and decoding stops at the limit. So a small file that expands to hours
+//! of multichannel audio (a decompression bomb) costs at most the request's limit in 16 kHz
+//! samples, and every sample held is reserved from the server-wide [`AudioBudget`] first, so
+//! concurrent requests cannot add up past it either.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use base64::Engine as _;
-use dicta_audio::decode::{decode_owned_planar, decode_raw_pcm, PcmEncoding, PlanarAudio};
+use dicta_audio::decode::{decode_raw_pcm, load_owned_bounded, Bounds, PcmEncoding};
 use dicta_audio::SAMPLE_RATE;
-use dicta_core::{Error, Result};
+use dicta_core::{Error, ErrorKind, Result};
+
+/// The server-wide cap on decoded audio held by admitted requests (decoding, queued or being
+/// transcribed), in bytes of 16 kHz mono f32 samples. Requests reserve as they decode; a
+/// reservation that would pass the cap fails the request with `Overloaded` (503, retry later).
+#[derive(Debug)]
+pub(crate) struct AudioBudget {
+    cap: u64,
+    used: AtomicU64,
+}
+
+impl AudioBudget {
+    pub fn new(cap: u64) -> Arc<Self> {
+        Arc::new(Self {
+            cap,
+            used: AtomicU64::new(0),
+        })
+    }
+
+    /// Bytes reserved now (the `dicta_pending_audio_bytes` gauge).
+    pub fn used(&self) -> u64 {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    /// An empty reservation that grows with [`Reservation::grow`] and is returned on drop.
+    pub fn reservation(self: &Arc<Self>) -> Reservation {
+        Reservation {
+            budget: self.clone(),
+            bytes: 0,
+        }
+    }
+}
+
+/// Bytes of an [`AudioBudget`] held by one request; given back when dropped.
+#[derive(Debug)]
+pub(crate) struct Reservation {
+    budget: Arc<AudioBudget>,
+    bytes: u64,
+}
+
+impl Reservation {
+    /// Reserves `bytes` more, or fails (reserving nothing) when the cap would be passed.
+    pub fn grow(&mut self, bytes: u64) -> Result<()> {
+        let b = &self.budget;
+        b.used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                used.checked_add(bytes).filter(|&u| u <= b.cap)
+            })
+            .map_err(|used| {
+                Error::new(
+                    ErrorKind::Overloaded,
+                    format!(
+                        "max_pending_audio_mib is {} MiB of decoded audio for the whole server, and {} MiB are held by requests in progress; retry later",
+                        b.cap >> 20,
+                        used >> 20
+                    ),
+                )
+            })?;
+        self.bytes += bytes;
+        Ok(())
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.budget.used.fetch_sub(self.bytes, Ordering::AcqRel);
+    }
+}
 
 /// How an input's bytes are to be read.
 #[derive(Debug, Clone, PartialEq)]
@@ -49,14 +124,17 @@ pub(crate) struct AudioLimits {
     pub max_decoded_bytes: u64,
 }
 
-/// Decodes every input to 16 kHz mono; the first failure fails the request, naming the input.
+/// Decodes every input to 16 kHz mono, reserving what it holds in `reservation`; the first
+/// failure fails the request, naming the input.
 pub(crate) fn decode_inputs(
     inputs: Vec<RawInput>,
     limits: AudioLimits,
+    reservation: &mut Reservation,
 ) -> Result<Vec<(String, Vec<f32>)>> {
     let mut total_seconds = 0.0;
     let mut total_bytes = 0u64;
     let mut out = Vec::with_capacity(inputs.len());
+    let f32_bytes = std::mem::size_of::<f32>() as u64;
     for input in inputs {
         let name = input.id;
         let bytes = match input.payload {
@@ -67,36 +145,73 @@ pub(crate) fn decode_inputs(
                     Error::invalid_input(format!("{name}: audio_base64 is not valid base64: {e}"))
                 })?,
         };
-        // Files keep their channels apart until after resampling, so that the conversion
-        // matches `dicta transcribe` and faster-whisper bit for bit.
-        let audio: PlanarAudio = match input.format {
-            AudioFormat::Encoded => decode_owned_planar(bytes, &name)?,
+        let over_bytes = |total: u64| {
+            Error::limit(
+                "max_decoded_bytes",
+                format!("{} bytes per request", limits.max_decoded_bytes),
+                format!("{total} bytes of 16 kHz f32 samples (counting up to input {name:?})"),
+            )
+        };
+        let samples = match input.format {
+            AudioFormat::Encoded => {
+                let limit = if total_seconds > 0.0 {
+                    format!(
+                        "max_audio_seconds ({} s per request, {total_seconds:.1} s of it taken by earlier inputs)",
+                        limits.max_audio_seconds
+                    )
+                } else {
+                    format!(
+                        "max_audio_seconds ({} s per request)",
+                        limits.max_audio_seconds
+                    )
+                };
+                let mut on_samples = |n: usize| {
+                    let add = n as u64 * f32_bytes;
+                    total_bytes += add;
+                    if total_bytes > limits.max_decoded_bytes {
+                        return Err(over_bytes(total_bytes));
+                    }
+                    reservation.grow(add)
+                };
+                // Files keep their channels apart until after resampling, so that the
+                // conversion matches `dicta transcribe` and faster-whisper bit for bit.
+                let samples = load_owned_bounded(
+                    bytes,
+                    &name,
+                    Bounds {
+                        max_seconds: limits.max_audio_seconds - total_seconds,
+                        limit: &limit,
+                        on_samples: &mut on_samples,
+                    },
+                )?;
+                total_seconds += samples.len() as f64 / f64::from(SAMPLE_RATE);
+                samples
+            }
             AudioFormat::Pcm {
                 encoding,
                 sample_rate,
-            } => decode_raw_pcm(&bytes, encoding, sample_rate, &name)?.into(),
+            } => {
+                // Raw PCM is at most the body in size: its duration is known before converting.
+                let audio = decode_raw_pcm(&bytes, encoding, sample_rate, &name)?;
+                drop(bytes);
+                total_seconds += audio.duration();
+                if total_seconds > limits.max_audio_seconds {
+                    return Err(Error::limit(
+                        "max_audio_seconds",
+                        format!("{} s per request", limits.max_audio_seconds),
+                        format!("{total_seconds:.1} s (counting up to input {name:?})"),
+                    ));
+                }
+                let add = (audio.duration() * f64::from(SAMPLE_RATE)).ceil() as u64 * f32_bytes;
+                total_bytes += add;
+                if total_bytes > limits.max_decoded_bytes {
+                    return Err(over_bytes(total_bytes));
+                }
+                reservation.grow(add)?;
+                audio.into_16k()?
+            }
         };
-        let seconds = audio.duration();
-        total_seconds += seconds;
-        if total_seconds > limits.max_audio_seconds {
-            return Err(Error::limit(
-                "max_audio_seconds",
-                format!("{} s per request", limits.max_audio_seconds),
-                format!("{total_seconds:.1} s (counting up to input {name:?})"),
-            ));
-        }
-        let samples_16k = (seconds * f64::from(SAMPLE_RATE)).ceil() as u64;
-        total_bytes += samples_16k * std::mem::size_of::<f32>() as u64;
-        if total_bytes > limits.max_decoded_bytes {
-            return Err(Error::limit(
-                "max_decoded_bytes",
-                format!("{} bytes per request", limits.max_decoded_bytes),
-                format!(
-                    "{total_bytes} bytes of 16 kHz f32 samples (counting up to input {name:?})"
-                ),
-            ));
-        }
-        out.push((name, audio.into_16k()?));
+        out.push((name, samples));
     }
     Ok(out)
 }
@@ -115,6 +230,12 @@ mod tests {
                 sample_rate: rate,
             },
         }
+    }
+
+    fn decode(inputs: Vec<RawInput>, limits: AudioLimits) -> Result<Vec<(String, Vec<f32>)>> {
+        let budget = AudioBudget::new(1 << 40);
+        let mut r = budget.reservation();
+        decode_inputs(inputs, limits, &mut r)
     }
 
     const LOOSE: AudioLimits = AudioLimits {
@@ -151,7 +272,7 @@ mod tests {
             payload: Payload::Bytes(bytes.clone()),
             format: AudioFormat::Encoded,
         };
-        let got = decode_inputs(vec![input], LOOSE).unwrap().remove(0).1;
+        let got = decode(vec![input], LOOSE).unwrap().remove(0).1;
         let exact = dicta_audio::decode::load_owned(bytes.clone(), "stereo.wav").unwrap();
         assert_eq!(got, exact);
         let mixed_first = dicta_audio::decode::decode_owned(bytes, "stereo.wav")
@@ -166,7 +287,7 @@ mod tests {
 
     #[test]
     fn raw_i16_at_16k_is_scaled_exactly_and_keeps_order() {
-        let out = decode_inputs(
+        let out = decode(
             vec![
                 pcm("a", &[0, 16384, -32768], 16_000),
                 pcm("b", &[1], 16_000),
@@ -189,8 +310,8 @@ mod tests {
             ..raw.clone()
         };
         assert_eq!(
-            decode_inputs(vec![raw], LOOSE).unwrap(),
-            decode_inputs(vec![b64], LOOSE).unwrap()
+            decode(vec![raw], LOOSE).unwrap(),
+            decode(vec![b64], LOOSE).unwrap()
         );
     }
 
@@ -201,7 +322,7 @@ mod tests {
             ..LOOSE
         };
         let second = vec![0i16; 16_000];
-        let e = decode_inputs(
+        let e = decode(
             vec![pcm("one", &second, 16_000), pcm("two", &second, 16_000)],
             limits,
         )
@@ -218,20 +339,20 @@ mod tests {
             max_decoded_bytes: 31_999,
             ..LOOSE
         };
-        let e = decode_inputs(vec![pcm("lo", &[0; 4000], 8_000)], limits).unwrap_err();
+        let e = decode(vec![pcm("lo", &[0; 4000], 8_000)], limits).unwrap_err();
         assert_eq!(e.kind, ErrorKind::LimitExceeded);
         assert!(e.message.contains("32000 bytes"), "{}", e.message);
         let ok = AudioLimits {
             max_decoded_bytes: 32_000,
             ..LOOSE
         };
-        let out = decode_inputs(vec![pcm("lo", &[0; 4000], 8_000)], ok).unwrap();
+        let out = decode(vec![pcm("lo", &[0; 4000], 8_000)], ok).unwrap();
         assert_eq!(out[0].1.len(), 8000);
     }
 
     #[test]
     fn bad_payloads_are_typed_and_named() {
-        let e = decode_inputs(
+        let e = decode(
             vec![RawInput {
                 id: "clip7".into(),
                 payload: Payload::Base64("not base64!!".into()),
@@ -242,7 +363,7 @@ mod tests {
         .unwrap_err();
         assert_eq!(e.kind, ErrorKind::InvalidInput);
         assert!(e.message.starts_with("clip7:"));
-        let e = decode_inputs(
+        let e = decode(
             vec![RawInput {
                 id: "junk.wav".into(),
                 payload: Payload::Bytes(b"definitely not audio at all".to_vec()),
@@ -256,5 +377,110 @@ mod tests {
             ErrorKind::UnsupportedFormat | ErrorKind::CorruptInput
         ));
         assert!(e.message.contains("junk.wav"));
+    }
+}
+
+#[cfg(test)]
+mod bomb_tests {
+    use super::*;
+
+    /// A 16-bit WAV of `seconds` of digital silence, `channels` at `rate`.
+    fn silent_wav(seconds: f64, channels: u16, rate: u32) -> Vec<u8> {
+        let mut wav = std::io::Cursor::new(Vec::new());
+        let spec = hound::WavSpec {
+            channels,
+            sample_rate: rate,
+            bits_per_sample: 16,
+            sample_format: hound::SampleFormat::Int,
+        };
+        let mut w = hound::WavWriter::new(&mut wav, spec).unwrap();
+        let frames = (seconds * f64::from(rate)) as usize;
+        let mut i16w = w.get_i16_writer((frames * channels as usize) as u32);
+        for _ in 0..frames * channels as usize {
+            i16w.write_sample(0);
+        }
+        i16w.flush().unwrap();
+        w.finalize().unwrap();
+        wav.into_inner()
+    }
+
+    fn input(id: &str, bytes: Vec<u8>) -> RawInput {
+        RawInput {
+            id: id.into(),
+            payload: Payload::Bytes(bytes),
+            format: AudioFormat::Encoded,
+        }
+    }
+
+    const LIMITS: AudioLimits = AudioLimits {
+        max_audio_seconds: 2.0,
+        max_decoded_bytes: 1 << 30,
+    };
+
+    #[test]
+    fn a_header_that_declares_too_much_is_refused_before_decoding() {
+        let budget = AudioBudget::new(1 << 30);
+        let mut r = budget.reservation();
+        let e = decode_inputs(
+            vec![input("long.wav", silent_wav(3.0, 8, 48_000))],
+            LIMITS,
+            &mut r,
+        )
+        .unwrap_err();
+        assert_eq!(e.kind, ErrorKind::LimitExceeded, "{}", e.message);
+        assert!(
+            e.message.contains("max_audio_seconds") && e.message.contains("declares 3.0 s"),
+            "{}",
+            e.message
+        );
+        assert_eq!(budget.used(), 0, "nothing was decoded, nothing reserved");
+    }
+
+    #[test]
+    fn the_limit_counts_every_input_of_a_request() {
+        let budget = AudioBudget::new(1 << 30);
+        let mut r = budget.reservation();
+        let one = silent_wav(1.5, 2, 44_100);
+        let e = decode_inputs(
+            vec![input("a.wav", one.clone()), input("b.wav", one)],
+            LIMITS,
+            &mut r,
+        )
+        .unwrap_err();
+        assert_eq!(e.kind, ErrorKind::LimitExceeded);
+        assert!(e.message.contains("b.wav"), "{}", e.message);
+    }
+
+    #[test]
+    fn the_server_budget_is_shared_and_given_back() {
+        // 1 s at 16 kHz is 64000 bytes; a budget of 100000 bytes holds one such request.
+        let budget = AudioBudget::new(100_000);
+        let mut first = budget.reservation();
+        let got = decode_inputs(
+            vec![input("a.wav", silent_wav(1.0, 2, 48_000))],
+            LIMITS,
+            &mut first,
+        )
+        .unwrap();
+        assert_eq!(got[0].1.len(), 16_000);
+        assert_eq!(budget.used(), 64_000);
+        let mut second = budget.reservation();
+        let e = decode_inputs(
+            vec![input("b.wav", silent_wav(1.0, 1, 16_000))],
+            LIMITS,
+            &mut second,
+        )
+        .unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Overloaded, "{}", e.message);
+        drop(second);
+        drop(first);
+        assert_eq!(budget.used(), 0);
+        let mut third = budget.reservation();
+        decode_inputs(
+            vec![input("b.wav", silent_wav(1.0, 1, 16_000))],
+            LIMITS,
+            &mut third,
+        )
+        .unwrap();
     }
 }

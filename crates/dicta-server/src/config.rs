@@ -31,6 +31,12 @@ pub struct ServerConfig {
     pub max_audio_seconds: f64,
     /// Most bytes of decoded audio (16 kHz mono f32) in one request; more → 413.
     pub max_decoded_bytes: u64,
+    /// Most MiB of decoded audio (16 kHz mono f32) held by all admitted requests together
+    /// (decoding, queued or being transcribed); a request that would pass it gets 503. Uploads
+    /// are decoded as a stream under their own limits, so this bounds the server's audio
+    /// memory whatever the uploads expand to. The `dicta` binary defaults it to a quarter of
+    /// the machine's memory.
+    pub max_pending_audio_mib: u64,
     /// Longest a request may take from the start of its handler to its answer; longer → 504.
     pub request_timeout_s: f64,
     /// Most WebSocket streams (`GET /v1/stream`) open at once; one more is refused with 503
@@ -55,6 +61,7 @@ impl Default for ServerConfig {
             max_inputs: 16,
             max_audio_seconds: 3600.0,
             max_decoded_bytes: 256 << 20,
+            max_pending_audio_mib: 2048,
             request_timeout_s: 600.0,
             max_streams: 16,
             max_stream_seconds: 3600.0,
@@ -73,6 +80,7 @@ impl ServerConfig {
             ("max_inputs", self.max_inputs as f64),
             ("max_audio_seconds", self.max_audio_seconds),
             ("max_decoded_bytes", self.max_decoded_bytes as f64),
+            ("max_pending_audio_mib", self.max_pending_audio_mib as f64),
             ("request_timeout_s", self.request_timeout_s),
             ("max_streams", self.max_streams as f64),
             ("max_stream_seconds", self.max_stream_seconds),

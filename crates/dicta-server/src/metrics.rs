@@ -35,6 +35,8 @@ pub(crate) struct Metrics {
     pub queue_depth: Gauge,
     /// Admitted requests whose audio is being decoded (not yet queued for the batcher).
     pub decoding: Gauge,
+    /// Bytes of decoded audio held by requests in progress (refreshed at each scrape).
+    pub pending_audio_bytes: Gauge,
     /// Seconds a request waited in the queue before its group started.
     pub queue_seconds: Histogram,
     /// Requests per backend call.
@@ -85,6 +87,12 @@ impl Metrics {
             "decoding_requests",
             "Admitted requests whose audio is being decoded",
             decoding.clone(),
+        );
+        let pending_audio_bytes = Gauge::default();
+        registry.register(
+            "pending_audio_bytes",
+            "Bytes of decoded audio held by requests in progress (max_pending_audio_mib caps it)",
+            pending_audio_bytes.clone(),
         );
         let queue_seconds = Histogram::new(exponential_buckets(0.001, 2.0, 16));
         registry.register(
@@ -152,6 +160,7 @@ impl Metrics {
             latency,
             queue_depth,
             decoding,
+            pending_audio_bytes,
             queue_seconds,
             group_requests,
             group_inputs,

@@ -9,7 +9,7 @@ use std::time::Instant;
 use dicta_core::{Error, ErrorKind, Result, Stats, Transcript};
 use tokio::sync::{oneshot, Semaphore};
 
-use crate::audio::{decode_inputs, AudioLimits, RawInput};
+use crate::audio::{decode_inputs, AudioBudget, AudioLimits, RawInput};
 use crate::backend::{BackendInput, RequestOptions, Task};
 use crate::config::ServerConfig;
 use crate::metrics::Metrics;
@@ -51,6 +51,8 @@ pub(crate) struct Pipeline {
     queue: mpsc::SyncSender<Job>,
     translation: bool,
     metrics: Arc<Metrics>,
+    /// Decoded audio held by admitted requests, server-wide.
+    budget: Arc<AudioBudget>,
 }
 
 /// Keeps the `decoding_requests` gauge up while alive (also when the request is dropped).
@@ -78,7 +80,9 @@ impl Pipeline {
         metrics: Arc<Metrics>,
     ) -> Self {
         let admission = Arc::new(Semaphore::new(cfg.max_queue));
+        let budget = AudioBudget::new(cfg.max_pending_audio_mib << 20);
         Self {
+            budget,
             cfg,
             admission,
             queue,
@@ -94,9 +98,14 @@ impl Pipeline {
             .saturating_sub(self.admission.available_permits())
     }
 
+    /// Bytes of decoded audio held by admitted requests now.
+    pub fn pending_audio_bytes(&self) -> u64 {
+        self.budget.used()
+    }
+
     /// Admits, validates, decodes and queues `req`, then waits for the batcher's answer.
     /// Dropping the returned future (client gone, timeout) abandons the work.
-    pub async fn run(&self, req: TranscribeRequest) -> Result<TranscribeOutcome> {
+    pub async fn run(&self, mut req: TranscribeRequest) -> Result<TranscribeOutcome> {
         let started = Instant::now();
         // Admission: a slot in the queue, held through decoding until the batcher takes it.
         let permit = self.admission.clone().try_acquire_owned().map_err(|_| {
@@ -109,16 +118,26 @@ impl Pipeline {
                 ),
             )
         })?;
-        // Validation.
+        // Validation. Whisper uses only a prompt's last tokens: keep the tail that holds them,
+        // so a huge prompt costs nothing on the batch thread.
+        if let Some(p) = req.options.prompt.as_mut() {
+            let max = crate::routes::MAX_PROMPT_BYTES;
+            if p.len() > max {
+                *p = dicta_core::text::prompt_tail(p, max).to_string();
+            }
+        }
         self.validate(&req)?;
         let limits = AudioLimits {
             max_audio_seconds: self.cfg.max_audio_seconds,
             max_decoded_bytes: self.cfg.max_decoded_bytes,
         };
         let decoding = Decoding::start(&self.metrics);
-        let decoded = tokio::task::spawn_blocking(move || decode_inputs(req.inputs, limits))
-            .await
-            .map_err(|e| Error::internal(format!("audio decoding task failed: {e}")))??;
+        let mut reservation = self.budget.reservation();
+        let (decoded, reservation) = tokio::task::spawn_blocking(move || {
+            decode_inputs(req.inputs, limits, &mut reservation).map(|d| (d, reservation))
+        })
+        .await
+        .map_err(|e| Error::internal(format!("audio decoding task failed: {e}")))??;
         // No await between here and the enqueue: once the gauge drops, the job is queued.
         drop(decoding);
         // Schedule.
@@ -137,6 +156,7 @@ impl Pipeline {
             enqueued: Instant::now(),
             reply: tx,
             permit,
+            reservation,
         };
         self.queue.try_send(job).map_err(|e| match e {
             // Unreachable while permits bound the queue; kept as an honest answer.

@@ -25,6 +25,8 @@ pub(crate) struct Job {
     pub reply: oneshot::Sender<JobReply>,
     /// Admission slot, released as soon as the batcher takes the job.
     pub permit: OwnedSemaphorePermit,
+    /// The request's share of the server-wide decoded-audio budget, held until answered.
+    pub reservation: crate::audio::Reservation,
 }
 
 impl Pending for Job {
@@ -115,8 +117,11 @@ fn run_group(setup: &WorkerSetup, group: Group<Job>) {
     let mut counts = Vec::with_capacity(group_requests);
     let mut replies = Vec::with_capacity(group_requests);
     let mut inputs = Vec::with_capacity(group.input_count());
+    // The samples stay in memory until the backend call returns; so do their reservations.
+    let mut reservations = Vec::with_capacity(group_requests);
     for job in group.items {
         drop(job.permit);
+        reservations.push(job.reservation);
         let queue_seconds = started.duration_since(job.enqueued).as_secs_f64();
         setup.metrics.queue_seconds.observe(queue_seconds);
         counts.push(job.inputs.len());
@@ -130,6 +135,7 @@ fn run_group(setup: &WorkerSetup, group: Group<Job>) {
     tracing::debug!(requests = group_requests, inputs = group_inputs, request_ids = ?ids, "backend call");
 
     let outcome = catch_unwind(AssertUnwindSafe(|| setup.backend.transcribe(inputs)));
+    drop(reservations);
     let wall = started.elapsed().as_secs_f64();
     let (per_job, stats) = match outcome {
         Ok(out) if out.results.len() == group_inputs => {

@@ -195,7 +195,9 @@ async fn limits_answer_413_naming_limit_and_value() {
     let (status, _, message) = error_of(r).await;
     assert_eq!(status, 413);
     assert!(
-        message.contains("max_audio_seconds") && message.contains("3.0 s"),
+        message.contains("max_audio_seconds")
+            && message.contains("1.5 s of it taken by earlier inputs")
+            && message.contains("second is longer than the 0.5 s allowed"),
         "{message}"
     );
     assert_serves(&server, &client, None).await;

@@ -1,4 +1,5 @@
-//! Container decoding through symphonia (WAV, FLAC, MP3, OGG/Vorbis) into per-channel planes.
+//! Container decoding through symphonia (WAV, FLAC, MP3, OGG/Vorbis), packet by packet into a
+//! [`Sink`] that receives per-channel planes.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -13,23 +14,32 @@ use symphonia::core::meta::MetadataOptions;
 use symphonia::core::probe::Hint;
 use symphonia::core::sample::Sample;
 
-/// Decoded audio before down-mixing: one plane per channel, all of the same length.
-#[derive(Debug)]
-pub(super) struct Decoded {
-    pub planes: Vec<Vec<f32>>,
+/// What is known of a stream once its first packet is decoded.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct StreamInfo {
     pub sample_rate: u32,
+    pub channels: usize,
     /// 8- or 16-bit integer PCM (FFmpeg down-mixes those with integer arithmetic).
     pub int16: bool,
+    /// Frames the header declares, if it does (exact for PCM and FLAC, an estimate for MP3).
+    pub declared_frames: Option<u64>,
 }
 
-/// Decodes `source` (`byte_len` bytes long, used only to size buffers sensibly) into planes.
+/// Where decoded audio goes, packet by packet, so that a caller can convert it as it comes
+/// (and refuse it early) instead of holding the whole recording at its native rate.
+pub(super) trait Sink {
+    /// Called once, before the first [`Sink::planes`]; an error stops decoding.
+    fn start(&mut self, info: &StreamInfo) -> Result<()>;
+    /// One decoded packet: one plane per channel, all of the same length, finite samples.
+    fn planes(&mut self, planes: &[Vec<f32>]) -> Result<()>;
+}
+
+/// Decodes `source` into `sink`.
 ///
 /// symphonia is not hardened against every malformed stream; a panic inside it is caught here
 /// and reported as `CorruptInput` so that one bad upload cannot take a worker down.
-pub(super) fn decode(source: Box<dyn MediaSource>, byte_len: u64, name: &str) -> Result<Decoded> {
-    match catch_unwind(AssertUnwindSafe(|| {
-        decode_unguarded(source, byte_len, name)
-    })) {
+pub(super) fn decode(source: Box<dyn MediaSource>, name: &str, sink: &mut dyn Sink) -> Result<()> {
+    match catch_unwind(AssertUnwindSafe(|| decode_unguarded(source, name, sink))) {
         Ok(result) => result,
         Err(payload) => {
             let what = payload
@@ -48,9 +58,9 @@ pub(super) fn decode(source: Box<dyn MediaSource>, byte_len: u64, name: &str) ->
 
 fn decode_unguarded(
     mut source: Box<dyn MediaSource>,
-    byte_len: u64,
     name: &str,
-) -> Result<Decoded> {
+    sink: &mut dyn Sink,
+) -> Result<()> {
     let known_magic = starts_with_known_magic(&mut *source)
         .map_err(|e| Error::new(ErrorKind::Io, format!("{name}: cannot read: {e}")))?;
     let mut hint = Hint::new();
@@ -121,12 +131,10 @@ fn decode_unguarded(
             other => corrupt(name, format!("cannot initialise the decoder: {other}")),
         })?;
 
-    // Reserve from the declared length, but never trust a header for more than the file could
-    // plausibly hold (a lying header must not trigger a huge allocation).
     let declared = params.n_frames;
-    let reserve = declared.unwrap_or(0).min(byte_len.saturating_mul(2)) as usize;
+    // One packet's planes, reused.
     let mut planes: Vec<Vec<f32>> = Vec::new();
-    let mut int16 = false;
+    let mut have = 0u64;
 
     loop {
         let packet = match format.next_packet() {
@@ -162,22 +170,31 @@ fn decode_unguarded(
             ));
         }
         if planes.is_empty() {
-            planes = (0..decoded.spec().channels.count().max(1))
-                .map(|_| Vec::with_capacity(reserve))
-                .collect();
-            int16 = matches!(
-                decoded,
-                AudioBufferRef::U8(_)
-                    | AudioBufferRef::S8(_)
-                    | AudioBufferRef::U16(_)
-                    | AudioBufferRef::S16(_)
-            );
+            let channels = decoded.spec().channels.count().max(1);
+            planes = vec![Vec::new(); channels];
+            sink.start(&StreamInfo {
+                sample_rate,
+                channels,
+                int16: matches!(
+                    decoded,
+                    AudioBufferRef::U8(_)
+                        | AudioBufferRef::S8(_)
+                        | AudioBufferRef::U16(_)
+                        | AudioBufferRef::S16(_)
+                ),
+                declared_frames: declared,
+            })?;
         }
-        append_planes(&decoded, &mut planes, name, sample_rate)?;
+        planes.iter_mut().for_each(Vec::clear);
+        append_planes(&decoded, &mut planes, name, sample_rate, have)?;
+        let frames = planes[0].len();
+        if frames > 0 {
+            have += frames as u64;
+            sink.planes(&planes)?;
+        }
     }
 
     if let Some(n) = declared {
-        let have = planes.first().map_or(0, Vec::len) as u64;
         // PCM and FLAC headers state the exact length. MP3 (Xing/LAME or a bitrate estimate)
         // and Vorbis (last granule) lengths matched the decoded length exactly on every real
         // file tried, but an estimate can be off for VBR files without a Xing header, so lossy
@@ -198,7 +215,7 @@ fn decode_unguarded(
             ));
         }
     }
-    if planes.first().is_none_or(Vec::is_empty) {
+    if have == 0 {
         return Err(Error::new(
             ErrorKind::EmptyInput,
             format!("{name}: the file contains no audio samples"),
@@ -210,12 +227,7 @@ fn decode_unguarded(
             "the decoded audio does not match the file's checksum",
         ));
     }
-    planes.iter_mut().for_each(Vec::shrink_to_fit);
-    Ok(Decoded {
-        planes,
-        sample_rate,
-        int16,
-    })
+    Ok(())
 }
 
 /// Whether the stream starts with the signature of a container we decode (RIFF/WAVE, fLaC,
@@ -294,6 +306,7 @@ fn append_planes(
     out: &mut [Vec<f32>],
     name: &str,
     rate: u32,
+    offset: u64,
 ) -> Result<()> {
     if buf.spec().channels.count().max(1) != out.len() {
         return Err(Error::new(
@@ -318,7 +331,7 @@ fn append_planes(
     if matches!(buf, AudioBufferRef::F32(_) | AudioBufferRef::F64(_)) {
         for plane in out.iter() {
             if let Some(i) = plane[start..].iter().position(|s| !s.is_finite()) {
-                let at = start + i;
+                let at = offset + (start + i) as u64;
                 return Err(corrupt(
                     name,
                     format!(

@@ -26,7 +26,7 @@ use dicta_core::{Error, ErrorKind, Result};
 
 pub use pcm::{decode_raw_pcm, PcmEncoding};
 
-use crate::resample::{quantize_i16, resample, to_mono_like_ffmpeg};
+use crate::resample::{quantize_i16, resample, ToMono};
 use crate::SAMPLE_RATE;
 
 /// Decoded audio: mono samples at the recording's native rate, nominally in [-1, 1].
@@ -73,23 +73,89 @@ pub fn decode_bytes(bytes: &[u8], name: &str) -> Result<Audio> {
 
 /// Like [`decode_bytes`], taking ownership of the buffer (no copy).
 pub fn decode_owned(bytes: Vec<u8>, name: &str) -> Result<Audio> {
-    decode_owned_planes(bytes, name).map(mono)
-}
-
-fn decode_owned_planes(bytes: Vec<u8>, name: &str) -> Result<container::Decoded> {
-    if bytes.is_empty() {
-        return Err(empty(name));
-    }
-    let len = bytes.len() as u64;
-    container::decode(Box::new(std::io::Cursor::new(bytes)), len, name)
+    let mut sink = Collect::new(bytes.len() as u64);
+    container::decode(owned_source(bytes, name)?, name, &mut sink)?;
+    Ok(sink.into_mono())
 }
 
 /// Decodes a file from disk (streamed, not read into memory first), down-mixed to mono.
 pub fn decode_path(path: &Path) -> Result<Audio> {
-    decode_path_planes(path).map(mono)
+    let (source, len, name) = open(path)?;
+    let mut sink = Collect::new(len);
+    container::decode(source, &name, &mut sink)?;
+    Ok(sink.into_mono())
 }
 
-fn decode_path_planes(path: &Path) -> Result<container::Decoded> {
+/// Limits on one bounded load ([`load_owned_bounded`], [`load_path_bounded`]).
+///
+/// Decoding is streamed: each decoded block is resampled and down-mixed at once, so a load
+/// never holds more than its 16 kHz mono output, whatever the file's rate and channel count.
+pub struct Bounds<'a> {
+    /// Most seconds of audio accepted. A header that declares more (beyond 1 % slack for
+    /// estimated lengths) is refused before anything is decoded, and decoding stops with
+    /// [`ErrorKind::LimitExceeded`] as soon as more has been decoded.
+    pub max_seconds: f64,
+    /// Names the limit in that error's message, e.g. `"max_audio_seconds (3600 s per request)"`.
+    pub limit: &'a str,
+    /// Called with the number of new 16 kHz samples after every decoded block; an error it
+    /// returns stops decoding and is returned (e.g. a server-wide memory reservation).
+    pub on_samples: &'a mut dyn FnMut(usize) -> Result<()>,
+}
+
+impl Bounds<'_> {
+    /// No limit at all.
+    fn unbounded(f: &mut dyn FnMut(usize) -> Result<()>) -> Bounds<'_> {
+        Bounds {
+            max_seconds: f64::INFINITY,
+            limit: "",
+            on_samples: f,
+        }
+    }
+}
+
+/// Decodes a file from disk and returns mono samples at 16 kHz, ready for the models: the
+/// samples faster-whisper's `decode_audio` returns for the same file (each channel resampled
+/// as libswresample does, down-mixed, quantised to 16 bits; see [`crate::resample`]).
+pub fn load_path(path: &Path) -> Result<Vec<f32>> {
+    load_path_bounded(path, Bounds::unbounded(&mut |_| Ok(())))
+}
+
+/// [`load_path`] under [`Bounds`].
+pub fn load_path_bounded(path: &Path, bounds: Bounds<'_>) -> Result<Vec<f32>> {
+    let (source, _, name) = open(path)?;
+    let mut sink = To16k::new(&name, bounds);
+    container::decode(source, &name, &mut sink)?;
+    sink.finish()
+}
+
+/// Decodes a file held in memory and returns mono samples at 16 kHz (as [`load_path`]).
+pub fn load_bytes(bytes: &[u8], name: &str) -> Result<Vec<f32>> {
+    load_owned(bytes.to_vec(), name)
+}
+
+/// Like [`load_bytes`], taking ownership of the buffer (no copy).
+pub fn load_owned(bytes: Vec<u8>, name: &str) -> Result<Vec<f32>> {
+    load_owned_bounded(bytes, name, Bounds::unbounded(&mut |_| Ok(())))
+}
+
+/// [`load_owned`] under [`Bounds`]: what a server runs on untrusted uploads, so that a small
+/// file that expands to hours of multichannel audio is refused from its header or stopped at
+/// the limit, never decoded whole.
+pub fn load_owned_bounded(bytes: Vec<u8>, name: &str, bounds: Bounds<'_>) -> Result<Vec<f32>> {
+    let source = owned_source(bytes, name)?;
+    let mut sink = To16k::new(name, bounds);
+    container::decode(source, name, &mut sink)?;
+    sink.finish()
+}
+
+fn owned_source(bytes: Vec<u8>, name: &str) -> Result<Box<dyn symphonia::core::io::MediaSource>> {
+    if bytes.is_empty() {
+        return Err(empty(name));
+    }
+    Ok(Box::new(std::io::Cursor::new(bytes)))
+}
+
+fn open(path: &Path) -> Result<(Box<dyn symphonia::core::io::MediaSource>, u64, String)> {
     let name = path.display().to_string();
     let file = std::fs::File::open(path)
         .map_err(|e| Error::new(ErrorKind::Io, format!("{name}: cannot open: {e}")))?;
@@ -100,90 +166,160 @@ fn decode_path_planes(path: &Path) -> Result<container::Decoded> {
     if len == 0 {
         return Err(empty(&name));
     }
-    container::decode(Box::new(file), len, &name)
+    Ok((Box::new(file), len, name))
 }
 
-/// Decodes a file from disk and returns mono samples at 16 kHz, ready for the models: the
-/// samples faster-whisper's `decode_audio` returns for the same file (each channel resampled
-/// as libswresample does, down-mixed, quantised to 16 bits; see [`crate::resample`]).
-pub fn load_path(path: &Path) -> Result<Vec<f32>> {
-    to_16k(decode_path_planes(path)?)
+/// Keeps every decoded plane at the file's own rate (for [`Audio`]).
+struct Collect {
+    planes: Vec<Vec<f32>>,
+    sample_rate: u32,
+    byte_len: u64,
 }
 
-/// Decodes a file held in memory and returns mono samples at 16 kHz (as [`load_path`]).
-pub fn load_bytes(bytes: &[u8], name: &str) -> Result<Vec<f32>> {
-    load_owned(bytes.to_vec(), name)
-}
-
-/// Like [`load_bytes`], taking ownership of the buffer (no copy).
-pub fn load_owned(bytes: Vec<u8>, name: &str) -> Result<Vec<f32>> {
-    decode_owned_planar(bytes, name)?.into_16k()
-}
-
-/// Decoded audio with its channels kept apart: what [`load_owned`] converts, for callers that
-/// check the duration before paying for the conversion (a server enforcing its limits).
-#[derive(Debug)]
-pub struct PlanarAudio(container::Decoded);
-
-impl PlanarAudio {
-    /// Duration in seconds.
-    pub fn duration(&self) -> f64 {
-        match (self.0.planes.first(), self.0.sample_rate) {
-            (Some(p), rate) if rate > 0 => p.len() as f64 / f64::from(rate),
-            _ => 0.0,
+impl Collect {
+    fn new(byte_len: u64) -> Self {
+        Self {
+            planes: Vec::new(),
+            sample_rate: 0,
+            byte_len,
         }
     }
 
-    /// Mono samples at [`SAMPLE_RATE`], exactly as [`load_owned`] returns them (each channel
-    /// resampled before the down-mix, as faster-whisper's `decode_audio` does).
-    pub fn into_16k(self) -> Result<Vec<f32>> {
-        to_16k(self.0)
-    }
-}
-
-/// Mono audio as one plane, converted exactly as [`Audio::into_16k`] would.
-impl From<Audio> for PlanarAudio {
-    fn from(a: Audio) -> Self {
-        PlanarAudio(container::Decoded {
-            planes: vec![a.samples],
-            sample_rate: a.sample_rate,
-            int16: false,
-        })
-    }
-}
-
-/// Decodes a complete file held in memory without down-mixing it (see [`PlanarAudio`]).
-pub fn decode_owned_planar(bytes: Vec<u8>, name: &str) -> Result<PlanarAudio> {
-    decode_owned_planes(bytes, name).map(PlanarAudio)
-}
-
-/// Multichannel input is resampled channel by channel before the down-mix, as swr does, so the
-/// result matches the reference bit for bit (mixing first differs by 1 LSB here and there).
-fn to_16k(d: container::Decoded) -> Result<Vec<f32>> {
-    if let [_] = d.planes.as_slice() {
-        return mono(d).into_16k();
-    }
-    to_mono_like_ffmpeg(&d.planes, d.sample_rate, SAMPLE_RATE, d.int16)
-}
-
-/// Down-mixes decoded planes to the mean of the channels.
-fn mono(d: container::Decoded) -> Audio {
-    let sample_rate = d.sample_rate;
-    let mut planes = d.planes.into_iter();
-    let mut samples = planes.next().unwrap_or_default();
-    let mut count = 1.0f32;
-    for plane in planes {
-        for (o, v) in samples.iter_mut().zip(&plane) {
-            *o += v;
+    /// Down-mixes the planes to the mean of the channels.
+    fn into_mono(self) -> Audio {
+        let mut planes = self.planes.into_iter();
+        let mut samples = planes.next().unwrap_or_default();
+        let mut count = 1.0f32;
+        for plane in planes {
+            for (o, v) in samples.iter_mut().zip(&plane) {
+                *o += v;
+            }
+            count += 1.0;
         }
-        count += 1.0;
+        if count > 1.0 {
+            samples.iter_mut().for_each(|o| *o /= count);
+        }
+        samples.shrink_to_fit();
+        Audio {
+            samples,
+            sample_rate: self.sample_rate,
+        }
     }
-    if count > 1.0 {
-        samples.iter_mut().for_each(|o| *o /= count);
+}
+
+impl container::Sink for Collect {
+    fn start(&mut self, info: &container::StreamInfo) -> Result<()> {
+        // Reserve from the declared length, but never trust a header for more than the file
+        // could plausibly hold (a lying header must not trigger a huge allocation).
+        let reserve = info
+            .declared_frames
+            .unwrap_or(0)
+            .min(self.byte_len.saturating_mul(2)) as usize;
+        self.planes = (0..info.channels)
+            .map(|_| Vec::with_capacity(reserve))
+            .collect();
+        self.sample_rate = info.sample_rate;
+        Ok(())
     }
-    Audio {
-        samples,
-        sample_rate,
+
+    fn planes(&mut self, planes: &[Vec<f32>]) -> Result<()> {
+        for (o, p) in self.planes.iter_mut().zip(planes) {
+            o.extend_from_slice(p);
+        }
+        Ok(())
+    }
+}
+
+/// Converts each decoded block to 16 kHz mono at once ([`crate::resample::ToMono`]) and
+/// enforces [`Bounds`].
+struct To16k<'a, 'b> {
+    name: &'a str,
+    bounds: Bounds<'b>,
+    conv: Option<ToMono>,
+    out: Vec<f32>,
+    rate: u32,
+    frames: u64,
+    /// Input frames allowed (`max_seconds` at the file's rate).
+    max_frames: f64,
+}
+
+impl<'a, 'b> To16k<'a, 'b> {
+    fn new(name: &'a str, bounds: Bounds<'b>) -> Self {
+        Self {
+            name,
+            bounds,
+            conv: None,
+            out: Vec::new(),
+            rate: 0,
+            frames: 0,
+            max_frames: f64::INFINITY,
+        }
+    }
+
+    fn too_long(&self, detail: String) -> Error {
+        Error::new(
+            ErrorKind::LimitExceeded,
+            format!(
+                "{} is exceeded: {} is longer than the {:.1} s allowed ({detail})",
+                self.bounds.limit, self.name, self.bounds.max_seconds
+            ),
+        )
+    }
+
+    fn report(&mut self, before: usize) -> Result<()> {
+        let new = self.out.len() - before;
+        if new > 0 {
+            (self.bounds.on_samples)(new)?;
+        }
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<Vec<f32>> {
+        let before = self.out.len();
+        if let Some(conv) = self.conv.take() {
+            conv.finish(&mut self.out);
+        }
+        self.report(before)?;
+        self.out.shrink_to_fit();
+        Ok(self.out)
+    }
+}
+
+impl container::Sink for To16k<'_, '_> {
+    fn start(&mut self, info: &container::StreamInfo) -> Result<()> {
+        self.rate = info.sample_rate;
+        self.max_frames = self.bounds.max_seconds * f64::from(info.sample_rate);
+        if let Some(n) = info.declared_frames {
+            // 1 % slack: MP3 lengths may be estimates.
+            if n as f64 > self.max_frames * 1.01 {
+                return Err(self.too_long(format!(
+                    "its header declares {:.1} s; nothing was decoded",
+                    n as f64 / f64::from(info.sample_rate)
+                )));
+            }
+        }
+        self.conv = Some(ToMono::new(
+            info.channels,
+            info.sample_rate,
+            SAMPLE_RATE,
+            info.int16,
+        )?);
+        Ok(())
+    }
+
+    fn planes(&mut self, planes: &[Vec<f32>]) -> Result<()> {
+        self.frames += planes.first().map_or(0, Vec::len) as u64;
+        if self.frames as f64 > self.max_frames {
+            return Err(self.too_long(format!(
+                "decoding stopped at {:.1} s",
+                self.frames as f64 / f64::from(self.rate)
+            )));
+        }
+        let before = self.out.len();
+        if let Some(conv) = self.conv.as_mut() {
+            conv.feed(planes, &mut self.out);
+        }
+        self.report(before)
     }
 }
 

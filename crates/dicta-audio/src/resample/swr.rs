@@ -181,17 +181,23 @@ impl Swr {
             .enumerate()
             .for_each(|(chunk, dst)| {
                 let first = chunk * PAR_CHUNK;
-                if fma {
-                    #[cfg(target_arch = "x86_64")]
-                    // SAFETY: `hardware_fma` checked at run time that the CPU has AVX and FMA.
-                    unsafe {
-                        self.run_fma(&ext, first, dst)
-                    }
-                } else {
-                    self.run::<false>(&ext, first, dst);
-                }
+                self.run_any(fma, &ext, 0, first, dst);
             });
         out
+    }
+
+    /// Computes outputs `first..first + dst.len()` from `ext`, whose index 0 is extended
+    /// sample `base`, with the hardware FMA kernel when `fma` (checked by [`hardware_fma`]).
+    fn run_any(&self, fma: bool, ext: &[f32], base: usize, first: usize, dst: &mut [f32]) {
+        if fma {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `hardware_fma` checked at run time that the CPU has AVX and FMA.
+            unsafe {
+                self.run_fma(ext, base, first, dst)
+            }
+        } else {
+            self.run::<false>(ext, base, first, dst);
+        }
     }
 
     /// The input as swr's buffer holds it: `center` mirrored samples before it, `reflect`
@@ -221,17 +227,17 @@ impl Swr {
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx,fma")]
-    unsafe fn run_fma(&self, ext: &[f32], first: usize, dst: &mut [f32]) {
-        self.run::<true>(ext, first, dst);
+    unsafe fn run_fma(&self, ext: &[f32], base: usize, first: usize, dst: &mut [f32]) {
+        self.run::<true>(ext, base, first, dst);
     }
 
     #[inline(always)]
-    fn run<const HW: bool>(&self, ext: &[f32], first: usize, dst: &mut [f32]) {
+    fn run<const HW: bool>(&self, ext: &[f32], base: usize, first: usize, dst: &mut [f32]) {
         let a = self.alloc;
         let inv_src_incr = 1.0f32 / self.src_incr as f32;
         for (j, y) in dst.iter_mut().enumerate() {
             let (s, ph, frac) = self.position(first + j);
-            let x = &ext[s..s + a];
+            let x = &ext[s - base..s - base + a];
             let f1 = &self.bank[ph * a..(ph + 1) * a];
             if self.linear {
                 let f2 = &self.bank[(ph + 1) * a..(ph + 2) * a];
@@ -240,6 +246,112 @@ impl Swr {
                 *y = dot::<HW>(x, f1);
             }
         }
+    }
+}
+
+/// [`Swr::process`] fed block by block: the same outputs, bit for bit, holding only about one
+/// filter of input besides the block being fed (so a long recording is never held whole at
+/// its native rate).
+///
+/// Each output is the same dot product over the same extended samples as in the one-shot
+/// path: outputs are computed once their whole window (`alloc` samples) has arrived, and
+/// [`SwrStream::finish`] appends swr's end reflection, which only depends on the last samples.
+/// Inputs shorter than a few filters are kept and handed to [`Swr::process`] whole, since
+/// swr's short-input rules (mirroring the reflected tail at the start) need the whole signal.
+#[derive(Debug)]
+pub(crate) struct SwrStream {
+    swr: Swr,
+    fma: bool,
+    /// Extended samples from index `base` on (mirrored head, input, later the tail).
+    ext: Vec<f32>,
+    base: usize,
+    /// Input samples fed so far.
+    fed: usize,
+    /// Next output to compute.
+    next: usize,
+    /// Whether the mirrored head has been built (the input is long enough).
+    started: bool,
+}
+
+impl SwrStream {
+    pub(crate) fn new(swr: Swr) -> Self {
+        Self {
+            swr,
+            fma: hardware_fma(),
+            ext: Vec::new(),
+            base: 0,
+            fed: 0,
+            next: 0,
+            started: false,
+        }
+    }
+
+    /// Feeds the next input samples and appends every output whose window is complete.
+    pub(crate) fn feed(&mut self, x: &[f32], out: &mut Vec<f32>) {
+        self.fed += x.len();
+        self.ext.extend_from_slice(x);
+        let (taps, c, a) = (self.swr.taps, self.swr.center, self.swr.alloc);
+        if !self.started {
+            // The head mirrors input samples 1..=c, and short-input rules apply below taps + 1
+            // samples: wait until neither can come into play.
+            if self.fed <= 2 * (taps + a) {
+                return;
+            }
+            let head: Vec<f32> = (1..=c).rev().map(|j| self.ext[j]).collect();
+            self.ext.splice(0..0, head);
+            self.started = true;
+        }
+        // Output k is computable once its window [s_k, s_k + alloc) has arrived.
+        let have = self.base + self.ext.len();
+        let ready = if have >= a {
+            let limit =
+                (have - a + 1) as u128 * self.swr.src_incr as u128 * self.swr.phases as u128;
+            limit.div_ceil(self.swr.dst_incr as u128) as usize
+        } else {
+            0
+        };
+        self.emit(ready, out);
+        // Drop what no later output reads (amortised: only once it is a sizeable prefix).
+        let (s_next, _, _) = self.swr.position(self.next);
+        let used = s_next - self.base;
+        if used > 1 << 16 && used * 2 > self.ext.len() {
+            self.ext.drain(..used);
+            self.base = s_next;
+        }
+    }
+
+    /// Ends the input: appends the remaining outputs, those of swr's flush (end reflection)
+    /// included; for an input short enough to have been kept whole, all of its outputs.
+    pub(crate) fn finish(mut self, out: &mut Vec<f32>) {
+        if !self.started {
+            out.extend(self.swr.process(&self.ext));
+            return;
+        }
+        let n = self.fed;
+        let Some(plan) = self.swr.plan(n) else {
+            return;
+        };
+        // Extended index of input sample j is c + j; the reflection after the end repeats
+        // x[n-1], x[n-2], ... as in `Swr::extend`.
+        let c = self.swr.center;
+        let end = c + n - self.base;
+        for r in 0..plan.reflect {
+            let v = self.ext[end - 1 - r];
+            self.ext.push(v);
+        }
+        self.ext.resize(self.ext.len() + self.swr.alloc, 0.0);
+        self.emit(plan.outputs, out);
+    }
+
+    fn emit(&mut self, upto: usize, out: &mut Vec<f32>) {
+        if upto <= self.next {
+            return;
+        }
+        let start = out.len();
+        out.resize(start + upto - self.next, 0.0);
+        self.swr
+            .run_any(self.fma, &self.ext, self.base, self.next, &mut out[start..]);
+        self.next = upto;
     }
 }
 
@@ -413,6 +525,56 @@ pub(crate) fn gcd(mut a: u64, mut b: u64) -> u64 {
 mod tests {
     use super::*;
 
+    fn noise(n: usize, mut seed: u32) -> Vec<f32> {
+        (0..n)
+            .map(|_| {
+                seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                (seed >> 8) as f32 / (1u32 << 24) as f32 - 0.5
+            })
+            .collect()
+    }
+
+    /// Streaming in blocks of any size gives the one-shot outputs bit for bit, for short
+    /// inputs (swr's special cases), inputs near the start threshold and long ones.
+    #[test]
+    fn streamed_blocks_equal_one_shot_bit_for_bit() {
+        let lengths = [
+            0usize, 1, 5, 40, 99, 100, 101, 250, 333, 401, 402, 403, 1000, 70_001, 150_000,
+        ];
+        for from in [
+            8000u32, 11_025, 22_050, 32_000, 44_100, 48_000, 12_345, 96_000,
+        ] {
+            let swr = Swr::new(from, 16_000).unwrap();
+            for (li, &n) in lengths.iter().enumerate() {
+                let x = noise(n, from ^ li as u32);
+                let want = swr.process(&x);
+                for block in [1usize, 7, 512, 4096, 65_537, usize::MAX] {
+                    if block == 1 && n > 5000 {
+                        continue;
+                    }
+                    let mut st = SwrStream::new(swr.clone());
+                    let mut got = Vec::new();
+                    // Vary the block size a little so boundaries fall everywhere.
+                    let mut at = 0;
+                    let mut k = 0;
+                    while at < n {
+                        let len = block.saturating_add(k % 3).min(n - at);
+                        st.feed(&x[at..at + len], &mut got);
+                        at += len;
+                        k += 1;
+                    }
+                    st.finish(&mut got);
+                    assert_eq!(got.len(), want.len(), "{from} Hz, n {n}, block {block}");
+                    let same = got
+                        .iter()
+                        .zip(&want)
+                        .all(|(a, b)| a.to_bits() == b.to_bits());
+                    assert!(same, "{from} Hz, n {n}, block {block}: outputs differ");
+                }
+            }
+        }
+    }
+
     #[test]
     fn filter_geometry_matches_swr_for_common_rates() {
         // (from, taps, phases): taps = ceil(32 / (16000 * 0.97 / from)) rounded up to even.
@@ -463,7 +625,7 @@ mod tests {
         let plan = s.plan(x.len()).unwrap();
         let ext = s.extend(&x, plan.reflect);
         let mut soft = vec![0.0; plan.outputs];
-        s.run::<false>(&ext, 0, &mut soft);
+        s.run::<false>(&ext, 0, 0, &mut soft);
         assert_eq!(s.process(&x), soft);
     }
 }

@@ -2,6 +2,9 @@
 
 use std::path::PathBuf;
 
+pub mod flac;
+pub mod server;
+
 /// The shared real-speech data folder (`../shared/data` beside the repository).
 pub const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data");
 

@@ -15,6 +15,10 @@ use super::segments::{
 use super::window::{ce, AlignRequest, WindowDecoder, WindowJob};
 use super::words::{last_end, place_words, splits_on_unicode, PlacedWord, SegmentSpan};
 
+/// Bytes of an initial prompt tokenized: its last 223 tokens (all Whisper uses) fit in far
+/// less (a token is rarely over 16 bytes).
+const PROMPT_TAIL_BYTES: usize = 8 << 10;
+
 mod batched;
 
 /// Samples of zero padding faster-whisper's feature extractor appends (one hop).
@@ -514,7 +518,12 @@ impl<'m> WhisperTranscriber<'m> {
 
     fn initial_prompt(&self, opts: &DecodeOptions) -> Result<Vec<u32>> {
         match &opts.initial_prompt {
-            Some(p) => self.model.tokenizer.encode(&format!(" {}", p.trim())),
+            // Only the last 223 tokens are used: tokenize a tail that surely holds them, so a
+            // huge prompt costs no tokenizer time (see `prompt_tail`).
+            Some(p) => self.model.tokenizer.encode(&format!(
+                " {}",
+                dicta_core::text::prompt_tail(p.trim(), PROMPT_TAIL_BYTES)
+            )),
             None => Ok(Vec::new()),
         }
     }

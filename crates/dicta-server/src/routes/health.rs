@@ -35,6 +35,9 @@ pub(crate) async fn metrics(State(s): State<Shared>) -> Response {
     s.metrics
         .queue_depth
         .set(i64::try_from(s.pipeline.queue_depth()).unwrap_or(i64::MAX));
+    s.metrics
+        .pending_audio_bytes
+        .set(i64::try_from(s.pipeline.pending_audio_bytes()).unwrap_or(i64::MAX));
     (
         [(
             header::CONTENT_TYPE,

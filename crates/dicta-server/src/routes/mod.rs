@@ -6,6 +6,8 @@ mod health;
 mod openai;
 mod stream;
 
+pub(crate) use openai::MAX_PROMPT_BYTES;
+
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Instant;

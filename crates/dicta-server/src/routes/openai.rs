@@ -90,19 +90,59 @@ async fn read_form(mut mp: Multipart) -> std::result::Result<Form, MultipartErro
                 let file_name = field.file_name().unwrap_or("upload").to_string();
                 form.file = Some((file_name, field.bytes().await?.into()));
             }
-            "language" => form.language = Some(field.text().await?),
-            "prompt" => form.prompt = Some(field.text().await?),
-            "response_format" => form.response_format = Some(field.text().await?),
-            "temperature" => form.temperature = Some(field.text().await?),
+            "language" => form.language = Some(small_text(field).await?),
+            "prompt" => form.prompt = Some(tail_text(field, MAX_PROMPT_BYTES).await?),
+            "response_format" => form.response_format = Some(small_text(field).await?),
+            "temperature" => form.temperature = Some(small_text(field).await?),
             "timestamp_granularities[]" | "timestamp_granularities" => {
-                form.granularities.push(field.text().await?)
+                form.granularities.push(small_text(field).await?)
             }
-            "stream" => form.stream = Some(field.text().await?),
+            "stream" => form.stream = Some(small_text(field).await?),
             // Skipped fields are drained by `next_field`.
             _ => {}
         }
     }
     Ok(form)
+}
+
+/// Prompt bytes kept: Whisper conditions on the last 223 prompt tokens, which this tail
+/// always holds; the rest of a longer prompt is read and dropped as it arrives, so a huge
+/// prompt costs neither memory nor tokenizer time.
+pub(crate) const MAX_PROMPT_BYTES: usize = 8 << 10;
+
+/// Bytes kept of a short option field (a language code, a format name, a number).
+const MAX_OPTION_BYTES: usize = 256;
+
+/// A short option field; anything past [`MAX_OPTION_BYTES`] is dropped (and so fails the
+/// option's own validation) without being held.
+async fn small_text(field: axum::extract::multipart::Field<'_>) -> Result<String, MultipartError> {
+    let mut field = field;
+    let mut buf = Vec::new();
+    while let Some(chunk) = field.chunk().await? {
+        let room = (MAX_OPTION_BYTES + 1).saturating_sub(buf.len());
+        buf.extend_from_slice(&chunk[..chunk.len().min(room)]);
+    }
+    Ok(String::from_utf8_lossy(&buf).into_owned())
+}
+
+/// The last `max` bytes of a text field (cut at a word start, see
+/// [`dicta_core::text::prompt_tail`]), reading the rest without keeping it.
+async fn tail_text(
+    field: axum::extract::multipart::Field<'_>,
+    max: usize,
+) -> Result<String, MultipartError> {
+    let mut field = field;
+    let mut buf: Vec<u8> = Vec::new();
+    while let Some(chunk) = field.chunk().await? {
+        buf.extend_from_slice(&chunk);
+        if buf.len() > 2 * max + 8 {
+            // Keep a few bytes more than `max` so the cut can find a character boundary.
+            let cut = buf.len() - (max + 8);
+            buf.drain(..cut);
+        }
+    }
+    let text = String::from_utf8_lossy(&buf);
+    Ok(dicta_core::text::prompt_tail(&text, max).to_string())
 }
 
 struct Parsed {
