@@ -95,11 +95,11 @@ fn median_secs(reps: usize, mut f: impl FnMut()) -> f64 {
     v[reps / 2]
 }
 
+/// f32 gemm vs Dicta's int8 kernel (activations quantized per row on the fly) on tiny.en's shapes.
 #[test]
 #[ignore = "timing report; run explicitly"]
-fn linear_f32_vs_q8() {
-    use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
-    use candle_core::Module;
+fn linear_f32_vs_int8() {
+    use dicta_models::kernels::int8::{matmul_i8, Level, PackedI8};
     // tiny.en shapes: fused qkv, out/cross, fc1, fc2, vocabulary projection.
     let shapes = [
         (384usize, 1152usize),
@@ -108,15 +108,17 @@ fn linear_f32_vs_q8() {
         (1536, 384),
         (384, 51864),
     ];
-    for m in [1usize, 8, 1500] {
+    eprintln!("int8 level: {:?}", Level::best());
+    for m in [1usize, 8, 1500, 12000] {
         for &(k, n) in &shapes {
-            if m == 1500 && n == 51864 {
+            if m >= 1500 && n == 51864 {
                 continue;
             }
             let w = Tensor::randn(0f32, 0.05, (n, k), &Device::Cpu).unwrap();
             let x = Tensor::randn(0f32, 1.0, (m, k), &Device::Cpu).unwrap();
-            let q = QMatMul::from_qtensor(QTensor::quantize(&w, GgmlDType::Q8_0).unwrap()).unwrap();
-            let reps = if m == 1500 { 5 } else { 50 };
+            let packed = PackedI8::quantize(&w.flatten_all().unwrap().to_vec1().unwrap(), n, k);
+            let xv: Vec<f32> = x.flatten_all().unwrap().to_vec1().unwrap();
+            let reps = if m >= 1500 { 5 } else { 50 };
             let t32 = median_secs(reps, || {
                 let y = if m <= 16 {
                     w.matmul(&x.t().unwrap()).unwrap().t().unwrap()
@@ -125,29 +127,19 @@ fn linear_f32_vs_q8() {
                 };
                 std::hint::black_box(y);
             });
+            let mut out = vec![0f32; m * n];
             let t8 = median_secs(reps, || {
-                std::hint::black_box(q.forward(&x).unwrap());
+                matmul_i8(&xv, m, &packed, None, &mut out);
+                std::hint::black_box(&out);
             });
-            // Zero-padded to k % 256 == 0 and n % 16 == 0 (candle's repacked int8 kernels).
-            let (kp, np) = (k.div_ceil(256) * 256, n.div_ceil(16) * 16);
-            let wp = w
-                .pad_with_zeros(1, 0, kp - k)
-                .unwrap()
-                .pad_with_zeros(0, 0, np - n)
-                .unwrap();
-            let qp =
-                QMatMul::from_qtensor(QTensor::quantize(&wp, GgmlDType::Q8_0).unwrap()).unwrap();
-            let t8p = median_secs(reps, || {
-                let xp = x.pad_with_zeros(1, 0, kp - k).unwrap();
-                std::hint::black_box(qp.forward(&xp).unwrap().narrow(1, 0, n).unwrap());
-            });
+            let gops = 2.0 * (m * n * k) as f64 * 1e-9;
             eprintln!(
-                "m={m:5} {k:5}→{n:6}: f32 {:8.3} ms  q8_0 {:8.3} ms  q8_0 padded {:8.3} ms  ratio f32/q8 {:.2} f32/q8p {:.2}",
+                "m={m:5} {k:5}→{n:6}: f32 {:8.3} ms ({:5.0} GFLOP/s)  int8 {:8.3} ms ({:5.0} GOP/s)  f32/int8 {:.2}",
                 t32 * 1e3,
+                gops / t32,
                 t8 * 1e3,
-                t8p * 1e3,
-                t32 / t8,
-                t32 / t8p
+                gops / t8,
+                t32 / t8
             );
         }
     }

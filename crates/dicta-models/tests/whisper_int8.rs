@@ -67,9 +67,23 @@ fn int8_close_to_fp32_on_real_speech() {
     let mel = mel();
     let e32 = m32.encode(&mel).unwrap();
     let e8 = m8.encode(&mel).unwrap();
-    let enc_rel = max_abs_diff(&e32, &e8) / max_abs(&e32);
-    eprintln!("encoder: max |int8 - fp32| / max |fp32| = {enc_rel:.2e}");
-    assert!(enc_rel <= 0.02, "encoder relative error {enc_rel}");
+    // The encoder runs int8 too: its states differ by int8 noise (a relative RMS of a few
+    // percent; single elements near Whisper's outlier channels differ more), which the
+    // teacher-forced agreement below turns into what matters, the predicted tokens.
+    let rms = |t: &Tensor| {
+        t.sqr()
+            .unwrap()
+            .mean_all()
+            .unwrap()
+            .to_scalar::<f32>()
+            .unwrap()
+            .sqrt()
+    };
+    let enc_rel = rms(&(&e32 - &e8).unwrap()) / rms(&e32);
+    let enc_max = max_abs_diff(&e32, &e8) / max_abs(&e32);
+    eprintln!("encoder: rms(int8 - fp32) / rms(fp32) = {enc_rel:.2e}, max-element ratio {enc_max:.2e}");
+    assert!(enc_rel <= 0.1, "encoder relative RMS error {enc_rel}");
+    assert!(enc_rel > 0.0, "int8 encoder equals float32: nothing was quantized");
 
     // Teacher-force every utterance on its float32 (CTranslate2) transcript, with and without
     // timestamps, and compare the next-token prediction at every position after the prompt.
@@ -113,7 +127,9 @@ fn int8_close_to_fp32_on_real_speech() {
         rate * 100.0
     );
     assert!(rate >= 0.95, "top-1 agreement {rate}");
-    assert!(rel_mean <= 0.05, "mean relative logit error {rel_mean}");
+    // With the encoder in int8 too the logits move by ~5% of their range on average (0.02 with
+    // an f32 encoder); a broken kernel moves them by O(1).
+    assert!(rel_mean <= 0.1, "mean relative logit error {rel_mean}");
     assert!(
         rel_mean > 0.0,
         "int8 logits equal float32: nothing was quantized"

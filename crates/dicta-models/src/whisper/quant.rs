@@ -1,12 +1,15 @@
 //! Compute types for Whisper and the dense layer that runs in either of them.
 //!
-//! `int8` stores the weights of the memory-bound layers as GGML q8_0 (blocks of 32 int8 values with
-//! one f16 scale, ~1.06 bytes per weight instead of 4) and quantizes each activation row on the fly
-//! in the same blocks, like CTranslate2's int8 (per-row weight scales, dynamic activation scales).
-//! Every output row depends only on its own input row, so batching cannot change a row's result.
+//! `int8` stores every linear layer's weights as int8 with one scale per output channel and
+//! quantizes each activation row on the fly, like CTranslate2's int8 (per-row weight scales,
+//! dynamic activation scales), through Dicta's byte dot-product kernels
+//! ([`crate::kernels::int8`]). Every output row depends only on its own input row, so batching
+//! cannot change a row's result.
 
-use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
-use candle_core::{Module, Tensor};
+use std::sync::Arc;
+
+use crate::kernels::int8::{int8_fast, matmul_i8, PackedI8};
+use candle_core::{CpuStorage, CustomOp1, Layout, Shape, Tensor};
 use dicta_core::{Error, Result};
 use std::fmt;
 use std::str::FromStr;
@@ -20,8 +23,9 @@ pub enum ComputeType {
     /// f32 weights and activations everywhere.
     #[default]
     Float32,
-    /// int8 (q8_0) weights for the decoder's linears and the vocabulary projection, activations
-    /// quantized per row on the fly; the encoder, attention, layer norms and the cache stay f32.
+    /// int8 weights (per output channel) for every linear layer of encoder and decoder and the
+    /// vocabulary projection, activations quantized per row on the fly; the convolution stem,
+    /// attention scores, layer norms and the cache stay f32.
     Int8,
 }
 
@@ -63,33 +67,19 @@ pub struct LoadOptions {
     pub compute_type: ComputeType,
 }
 
-/// candle runs q8_0 through its repacked int8 tiles only when `in` is a multiple of this (and `out`
-/// of [`PACK_OUT`]); elsewhere it falls back to a generic kernel that is slower than f32 gemm.
-const PACK_IN: usize = 256;
-const PACK_OUT: usize = 16;
-
 /// Weight storage of a [`Linear`].
 #[derive(Clone)]
 enum Weight {
     /// [out, in] f32.
     F32(Tensor),
-    /// [out_pad, in_pad] q8_0: zero-padded up to [`PACK_OUT`] / [`PACK_IN`] multiples so candle
-    /// takes its fast int8 kernels; zero columns add nothing to the dot products.
-    Q8 { w: QMatMul, in_pad: usize },
+    /// int8 per output channel, packed for [`matmul_i8`]; the bias is applied in its epilogue.
+    I8(Arc<I8Linear>),
 }
 
-/// Whether this CPU has the int8 dot-product instructions candle's q8_0 tiles need (VNNI); on plain
-/// AVX2 candle's q8_0 path is slower than its f32 gemm, so int8 keeps f32 weights there.
+/// Whether this CPU has the byte dot-product instructions (VNNI) that make int8 faster than
+/// float32; elsewhere int8 is refused at load.
 pub(crate) fn int8_kernels_available() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        (is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512vnni"))
-            || (is_x86_feature_detected!("avxvnni") && is_x86_feature_detected!("avx2"))
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        true
-    }
+    int8_fast()
 }
 
 /// Dense layer y = x·Wᵀ + b, applied to [.., in] as one 2-D matmul (avoids a gemv per batch row).
@@ -112,8 +102,8 @@ impl Linear {
         })
     }
 
-    /// Stores the weight as q8_0 for `ComputeType::Int8` (no-op for f32, for an already quantized
-    /// layer, or when `in` is not a multiple of the 32-element block).
+    /// Stores the weight as int8 for `ComputeType::Int8` (no-op for f32, for an already
+    /// quantized layer, or off the CPU).
     pub fn quantize(self, ct: ComputeType) -> candle_core::Result<Self> {
         let Weight::F32(w) = &self.w else {
             return Ok(self);
@@ -122,22 +112,16 @@ impl Linear {
             return Ok(self);
         }
         let (out, inp) = w.dims2()?;
-        let (out_pad, in_pad) = (
-            out.next_multiple_of(PACK_OUT),
-            inp.next_multiple_of(PACK_IN),
-        );
-        let wp = w
-            .pad_with_zeros(1, 0, in_pad - inp)?
-            .pad_with_zeros(0, 0, out_pad - out)?;
-        let q = QMatMul::from_qtensor(QTensor::quantize(&wp, GgmlDType::Q8_0)?)?;
-        let l = Self {
-            w: Weight::Q8 { w: q, in_pad },
-            b: self.b,
-            out,
+        let packed = PackedI8::quantize(&w.flatten_all()?.to_vec1::<f32>()?, out, inp);
+        let bias = match &self.b {
+            Some(b) => Some(b.to_vec1::<f32>()?),
+            None => None,
         };
-        // candle repacks the weights into its int8 tiles on the first call: pay that at load time.
-        l.forward(&Tensor::zeros((1, inp), w.dtype(), w.device())?)?;
-        Ok(l)
+        Ok(Self {
+            w: Weight::I8(Arc::new(I8Linear { w: packed, bias })),
+            b: None,
+            out,
+        })
     }
 
     /// x: [.., in] → [.., out].
@@ -151,19 +135,7 @@ impl Linear {
             // is ~1.3–1.6× faster on CPU than x·Wᵀ; the big encoder matmuls keep the usual orientation.
             Weight::F32(w) if rows <= FEW_ROWS => w.matmul(&x.t()?)?.t()?,
             Weight::F32(w) => x.matmul(&w.t()?)?,
-            Weight::Q8 { w, in_pad } => {
-                let x = if *in_pad > inner {
-                    x.pad_with_zeros(1, 0, in_pad - inner)?
-                } else {
-                    x.contiguous()?
-                };
-                let y = w.forward(&x)?;
-                if y.dim(1)? > self.out {
-                    y.narrow(1, 0, self.out)?
-                } else {
-                    y
-                }
-            }
+            Weight::I8(op) => x.contiguous()?.apply_op1_no_bwd(op.as_ref())?,
         };
         let y = match &self.b {
             Some(b) => y.broadcast_add(b)?,
@@ -173,6 +145,33 @@ impl Linear {
         let n = out.len();
         out[n - 1] = self.out;
         y.reshape(out)
+    }
+}
+
+/// `[m, in] → [m, out]` through the int8 kernel, bias included.
+pub(crate) struct I8Linear {
+    w: PackedI8,
+    bias: Option<Vec<f32>>,
+}
+
+impl CustomOp1 for I8Linear {
+    fn name(&self) -> &'static str {
+        "dicta-int8-linear"
+    }
+
+    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        let CpuStorage::F32(data) = s else {
+            candle_core::bail!("int8 linear: f32 input expected");
+        };
+        let Some((start, end)) = l.contiguous_offsets() else {
+            candle_core::bail!("int8 linear: contiguous input expected");
+        };
+        let x = &data[start..end];
+        let (k, n) = (self.w.k(), self.w.n());
+        let m = x.len() / k;
+        let mut out = vec![0f32; m * n];
+        matmul_i8(x, m, &self.w, self.bias.as_deref(), &mut out);
+        Ok((CpuStorage::F32(out), Shape::from((m, n))))
     }
 }
 
@@ -189,8 +188,8 @@ mod tests {
             .unwrap()
     }
 
-    /// A q8_0 layer whose sizes need padding on both sides (in 384 → 512, out 100 → 112): output shape
-    /// is unpadded, values track f32, and each row is the same alone as in a batch, bit for bit.
+    /// An int8 layer with sizes that are not multiples of the kernel's tiles (out 100): output
+    /// shape is right, values track f32, and each row is the same alone as in a batch, bit for bit.
     #[test]
     fn int8_linear_tracks_f32_and_rows_are_independent() {
         if !int8_kernels_available() {
@@ -201,7 +200,7 @@ mod tests {
         let b = Tensor::randn(0f32, 0.1, 100, &dev).unwrap();
         let f = Linear::new(w, Some(b)).unwrap();
         let q = f.clone().quantize(ComputeType::Int8).unwrap();
-        assert!(matches!(q.w, Weight::Q8 { in_pad: 512, .. }));
+        assert!(matches!(q.w, Weight::I8(_)));
         let x = Tensor::randn(0f32, 1.0, (2, 4, 384), &dev).unwrap();
         let (yf, yq) = (f.forward(&x).unwrap(), q.forward(&x).unwrap());
         assert_eq!(yq.dims(), &[2, 4, 100]);

@@ -1,0 +1,484 @@
+//! int8 matrix products for linear layers: `y = x·Wᵀ + b` with int8 weights and int8 activations.
+//!
+//! Weights are quantized once per output channel (symmetric, `scale = amax / 127`), as
+//! CTranslate2 stores them; each activation row is quantized on the fly the same way. The
+//! products are accumulated exactly in `i32` with the CPU's unsigned×signed byte dot products
+//! (`vpdpbusd`), which need the activation as `u8`: rows are stored shifted by +128, and the
+//! shift's contribution (`128 · Σ_k w[c][k]`) is subtracted per channel afterwards.
+//!
+//! Because integer accumulation is exact, every dispatch level ([`Level`]: AVX-512 VNNI,
+//! AVX-VNNI, scalar) produces the same `i32` sums, and one shared epilogue turns them into
+//! `f32`, so the levels agree bit for bit (tested). The level is picked at run time; plain AVX2
+//! has no byte dot product that cannot saturate, so it takes the scalar path (callers pick
+//! float32 there: see [`int8_fast`]).
+//!
+//! Layout of [`PackedI8`]: output channels in panels of 16; inside a panel, for each group of
+//! 4 consecutive `k`, 16 × 4 bytes (channel-major within the group), i.e. exactly one 512-bit
+//! operand of `vpdpbusd` per (panel, k-group).
+
+use rayon::prelude::*;
+use std::sync::OnceLock;
+
+/// Output channels per panel (one 512-bit register of `i32`).
+const PANEL: usize = 16;
+/// Rows per micro-tile.
+const MR: usize = 8;
+/// Channels per micro-tile (two panels).
+const NR: usize = 2 * PANEL;
+/// Rows per parallel task.
+const ROWS_PER_TASK: usize = 64;
+
+/// Kernel implementations, fastest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    /// 512-bit `vpdpbusd` (AVX512-VNNI with AVX512BW).
+    Avx512Vnni,
+    /// 256-bit `vpdpbusd` (AVX-VNNI).
+    AvxVnni,
+    /// Portable Rust.
+    Scalar,
+}
+
+impl Level {
+    /// Every level this CPU can run, fastest first (always ends with [`Level::Scalar`]).
+    pub fn available() -> Vec<Level> {
+        let mut v = Vec::new();
+        #[cfg(target_arch = "x86_64")]
+        {
+            if is_x86_feature_detected!("avx512f")
+                && is_x86_feature_detected!("avx512bw")
+                && is_x86_feature_detected!("avx512vnni")
+            {
+                v.push(Level::Avx512Vnni);
+            }
+            if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("avxvnni") {
+                v.push(Level::AvxVnni);
+            }
+        }
+        v.push(Level::Scalar);
+        v
+    }
+
+    /// The fastest level of this CPU (detected once).
+    pub fn best() -> Level {
+        static BEST: OnceLock<Level> = OnceLock::new();
+        *BEST.get_or_init(|| Level::available()[0])
+    }
+}
+
+/// Whether this CPU has a byte dot-product kernel, so int8 is faster than float32 here.
+pub fn int8_fast() -> bool {
+    Level::best() != Level::Scalar
+}
+
+/// Weights `[n, k]` quantized per output channel and packed for the kernels.
+#[derive(Debug, Clone)]
+pub struct PackedI8 {
+    n: usize,
+    k: usize,
+    /// `k` rounded up to a multiple of 4.
+    k4: usize,
+    /// `n` rounded up to a multiple of [`NR`].
+    n_pad: usize,
+    /// `[n_pad / 16][k4 / 4][16][4]`, zero in the padding.
+    data: Vec<i8>,
+    /// Dequantization scale per channel `[n_pad]` (0 in the padding).
+    scales: Vec<f32>,
+    /// `128 · Σ_k q[c][k]` per channel `[n_pad]`: the activation shift's contribution.
+    comp: Vec<i32>,
+}
+
+impl PackedI8 {
+    /// Quantizes f32 weights `w` (`[n, k]` row-major) per output channel: `q = round(w · 127 /
+    /// amax)`, as CTranslate2's converter does.
+    pub fn quantize(w: &[f32], n: usize, k: usize) -> Self {
+        assert_eq!(w.len(), n * k, "weights are not [n, k]");
+        let mut q = vec![0i8; n * k];
+        let mut scales = vec![0f32; n];
+        for c in 0..n {
+            let row = &w[c * k..(c + 1) * k];
+            let amax = row.iter().fold(0f32, |m, v| m.max(v.abs()));
+            let scale = if amax > 0.0 { amax / 127.0 } else { 1.0 };
+            let inv = 127.0 / amax.max(f32::MIN_POSITIVE);
+            for (o, v) in q[c * k..(c + 1) * k].iter_mut().zip(row) {
+                *o = if amax > 0.0 {
+                    (v * inv).round_ties_even().clamp(-127.0, 127.0) as i8
+                } else {
+                    0
+                };
+            }
+            scales[c] = scale;
+        }
+        Self::from_quantized(&q, &scales, n, k)
+    }
+
+    /// Packs already quantized weights `q` (`[n, k]`) with their per-channel `scales` `[n]`.
+    pub fn from_quantized(q: &[i8], scales: &[f32], n: usize, k: usize) -> Self {
+        assert_eq!(q.len(), n * k, "weights are not [n, k]");
+        assert_eq!(scales.len(), n, "one scale per output channel");
+        let k4 = k.next_multiple_of(4);
+        let n_pad = n.next_multiple_of(NR);
+        let mut data = vec![0i8; n_pad * k4];
+        let mut comp = vec![0i32; n_pad];
+        for c in 0..n {
+            let (panel, lane) = (c / PANEL, c % PANEL);
+            for kk in 0..k {
+                let v = q[c * k + kk];
+                let group = kk / 4;
+                data[((panel * (k4 / 4) + group) * PANEL + lane) * 4 + kk % 4] = v;
+                comp[c] += 128 * i32::from(v);
+            }
+        }
+        let mut s = scales.to_vec();
+        s.resize(n_pad, 0.0);
+        Self {
+            n,
+            k,
+            k4,
+            n_pad,
+            data,
+            scales: s,
+            comp,
+        }
+    }
+
+    /// Output channels.
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
+    /// Input features.
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    /// The 64 bytes of panel `p`, k-group `g`.
+    #[inline(always)]
+    fn group(&self, p: usize, g: usize) -> *const i8 {
+        debug_assert!(p < self.n_pad / PANEL && g < self.k4 / 4);
+        // SAFETY: in bounds by the layout (`data.len() == n_pad * k4`).
+        unsafe { self.data.as_ptr().add((p * (self.k4 / 4) + g) * PANEL * 4) }
+    }
+}
+
+/// `out [m, n] = x [m, k] · Wᵀ + bias`, with `x` quantized per row on the fly, at the
+/// fastest [`Level`] of this CPU.
+pub fn matmul_i8(x: &[f32], m: usize, w: &PackedI8, bias: Option<&[f32]>, out: &mut [f32]) {
+    matmul_i8_at(Level::best(), x, m, w, bias, out);
+}
+
+/// [`matmul_i8`] at a given level (which the CPU must support: see [`Level::available`]).
+pub fn matmul_i8_at(
+    level: Level,
+    x: &[f32],
+    m: usize,
+    w: &PackedI8,
+    bias: Option<&[f32]>,
+    out: &mut [f32],
+) {
+    let (k, n) = (w.k, w.n);
+    assert_eq!(x.len(), m * k, "x is not [m, k]");
+    assert_eq!(out.len(), m * n, "out is not [m, n]");
+    if let Some(b) = bias {
+        assert_eq!(b.len(), n, "one bias per output channel");
+    }
+    assert!(
+        Level::available().contains(&level),
+        "this CPU cannot run {level:?}"
+    );
+    if m == 0 || n == 0 {
+        return;
+    }
+    out.par_chunks_mut(ROWS_PER_TASK * n)
+        .enumerate()
+        .for_each(|(task, out)| {
+            let row0 = task * ROWS_PER_TASK;
+            let rows = out.len() / n;
+            let (a, sa) = quantize_rows(&x[row0 * k..(row0 + rows) * k], rows, k, w.k4);
+            let mut tile = [[0i32; NR]; MR];
+            for p in (0..w.n_pad / PANEL).step_by(2) {
+                for r in (0..rows).step_by(MR) {
+                    let a_rows = &a[r * w.k4..];
+                    match level {
+                        #[cfg(target_arch = "x86_64")]
+                        // SAFETY: the level was checked against the CPU's features above; `a`
+                        // holds whole MR-row blocks of k4 bytes and `w` whole panel pairs.
+                        Level::Avx512Vnni => unsafe { tile_avx512(a_rows, w, p, &mut tile) },
+                        #[cfg(target_arch = "x86_64")]
+                        // SAFETY: as above.
+                        Level::AvxVnni => unsafe { tile_avxvnni(a_rows, w, p, &mut tile) },
+                        _ => tile_scalar(a_rows, w, p, &mut tile),
+                    }
+                    epilogue(&tile, w, p * PANEL, &sa[r..], bias, out, r, rows, n);
+                }
+            }
+        });
+}
+
+/// Quantizes `rows` rows of `x` (`[rows, k]`) symmetrically per row to `u8` (shifted by
+/// +128), padded to `k4` columns and to whole [`MR`]-row blocks (pad value 128, i.e. zero).
+/// Returns the bytes `[rows_pad, k4]` and the scale of each row.
+fn quantize_rows(x: &[f32], rows: usize, k: usize, k4: usize) -> (Vec<u8>, Vec<f32>) {
+    let rows_pad = rows.next_multiple_of(MR);
+    let mut a = vec![128u8; rows_pad * k4];
+    let mut scales = vec![0f32; rows_pad];
+    for r in 0..rows {
+        let row = &x[r * k..(r + 1) * k];
+        let out = &mut a[r * k4..r * k4 + k];
+        #[cfg(target_arch = "x86_64")]
+        if is_x86_feature_detected!("avx2") {
+            // SAFETY: AVX2 was just detected.
+            scales[r] = unsafe { quantize_row_avx2(row, out) };
+            continue;
+        }
+        scales[r] = quantize_row(row, out);
+    }
+    (a, scales)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn quantize_row_avx2(row: &[f32], out: &mut [u8]) -> f32 {
+    quantize_row(row, out)
+}
+
+/// One row: its scale (`amax / 127`; 0 for a zero row, NaN for a non-finite one, which then
+/// poisons its outputs as in f32), and the shifted bytes in `out`.
+#[inline(always)]
+fn quantize_row(row: &[f32], out: &mut [u8]) -> f32 {
+    // Plain comparisons (not `f32::max`) so the loops vectorise.
+    let amax = row
+        .iter()
+        .fold(0f32, |m, v| if v.abs() > m { v.abs() } else { m });
+    if amax == 0.0 || !amax.is_finite() || row.iter().any(|v| v.is_nan()) {
+        return if amax == 0.0 && !row.iter().any(|v| v.is_nan()) {
+            0.0
+        } else {
+            f32::NAN
+        };
+    }
+    let inv = 127.0 / amax;
+    // Adding and subtracting 1.5·2²³ rounds half to even (|v| ≤ 127 here), as
+    // `round_ties_even` does, without a libm call per element.
+    const MAGIC: f32 = 12_582_912.0;
+    for (o, v) in out.iter_mut().zip(row) {
+        let q = ((v * inv) + MAGIC) - MAGIC;
+        *o = (q.clamp(-127.0, 127.0) as i32 + 128) as u8;
+    }
+    amax / 127.0
+}
+
+/// `out = (acc - comp) · scale_row · scale_channel + bias` for one tile, shared by every
+/// level so they agree bit for bit.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn epilogue(
+    tile: &[[i32; NR]; MR],
+    w: &PackedI8,
+    c0: usize,
+    sa: &[f32],
+    bias: Option<&[f32]>,
+    out: &mut [f32],
+    r0: usize,
+    rows: usize,
+    n: usize,
+) {
+    let cols = NR.min(n.saturating_sub(c0));
+    for (i, acc) in tile
+        .iter()
+        .enumerate()
+        .take(rows.saturating_sub(r0).min(MR))
+    {
+        let o = &mut out[(r0 + i) * n + c0..(r0 + i) * n + c0 + cols];
+        for (j, y) in o.iter_mut().enumerate() {
+            let c = c0 + j;
+            let v = (acc[j] - w.comp[c]) as f32 * (sa[i] * w.scales[c]);
+            *y = match bias {
+                Some(b) => v + b[c],
+                None => v,
+            };
+        }
+    }
+}
+
+/// The reference: the same sums in plain Rust.
+fn tile_scalar(a: &[u8], w: &PackedI8, p: usize, tile: &mut [[i32; NR]; MR]) {
+    let groups = w.k4 / 4;
+    for (i, acc) in tile.iter_mut().enumerate() {
+        let row = &a[i * w.k4..(i + 1) * w.k4];
+        for (half, accs) in acc.chunks_exact_mut(PANEL).enumerate() {
+            let panel =
+                &w.data[(p + half) * groups * PANEL * 4..(p + half + 1) * groups * PANEL * 4];
+            accs.fill(0);
+            for g in 0..groups {
+                let av = &row[g * 4..g * 4 + 4];
+                let wg = &panel[g * PANEL * 4..(g + 1) * PANEL * 4];
+                for (lane, s) in accs.iter_mut().enumerate() {
+                    let wl = &wg[lane * 4..lane * 4 + 4];
+                    *s += (0..4)
+                        .map(|t| i32::from(av[t]) * i32::from(wl[t]))
+                        .sum::<i32>();
+                }
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+unsafe fn tile_avx512(a: &[u8], w: &PackedI8, p: usize, tile: &mut [[i32; NR]; MR]) {
+    use std::arch::x86_64::*;
+    let k4 = w.k4;
+    let mut acc = [[_mm512_setzero_si512(); 2]; MR];
+    let ap = a.as_ptr();
+    for g in 0..k4 / 4 {
+        let b0 = _mm512_loadu_si512(w.group(p, g) as *const _);
+        let b1 = _mm512_loadu_si512(w.group(p + 1, g) as *const _);
+        for (i, acc) in acc.iter_mut().enumerate() {
+            let av = _mm512_set1_epi32((ap.add(i * k4 + g * 4) as *const i32).read_unaligned());
+            acc[0] = _mm512_dpbusd_epi32(acc[0], av, b0);
+            acc[1] = _mm512_dpbusd_epi32(acc[1], av, b1);
+        }
+    }
+    for (t, acc) in tile.iter_mut().zip(&acc) {
+        _mm512_storeu_si512(t.as_mut_ptr() as *mut _, acc[0]);
+        _mm512_storeu_si512(t.as_mut_ptr().add(PANEL) as *mut _, acc[1]);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,avxvnni")]
+unsafe fn tile_avxvnni(a: &[u8], w: &PackedI8, p: usize, tile: &mut [[i32; NR]; MR]) {
+    use std::arch::x86_64::*;
+    let k4 = w.k4;
+    let ap = a.as_ptr();
+    // 16 ymm registers: four rows × four 8-channel quarters at a time.
+    for half_rows in 0..2 {
+        let mut acc = [[_mm256_setzero_si256(); 4]; MR / 2];
+        for g in 0..k4 / 4 {
+            let g0 = w.group(p, g);
+            let g1 = w.group(p + 1, g);
+            let b = [
+                _mm256_loadu_si256(g0 as *const _),
+                _mm256_loadu_si256(g0.add(32) as *const _),
+                _mm256_loadu_si256(g1 as *const _),
+                _mm256_loadu_si256(g1.add(32) as *const _),
+            ];
+            for (i, acc) in acc.iter_mut().enumerate() {
+                let row = half_rows * (MR / 2) + i;
+                let av =
+                    _mm256_set1_epi32((ap.add(row * k4 + g * 4) as *const i32).read_unaligned());
+                for q in 0..4 {
+                    acc[q] = _mm256_dpbusd_avx_epi32(acc[q], av, b[q]);
+                }
+            }
+        }
+        for (i, acc) in acc.iter().enumerate() {
+            let t = &mut tile[half_rows * (MR / 2) + i];
+            for (q, v) in acc.iter().enumerate() {
+                _mm256_storeu_si256(t.as_mut_ptr().add(q * 8) as *mut _, *v);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lcg(seed: &mut u64) -> f32 {
+        *seed = seed
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        ((*seed >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+    }
+
+    fn f32_ref(x: &[f32], m: usize, w: &[f32], n: usize, k: usize, b: &[f32]) -> Vec<f32> {
+        let mut y = vec![0f32; m * n];
+        for r in 0..m {
+            for c in 0..n {
+                let dot: f64 = (0..k)
+                    .map(|i| f64::from(x[r * k + i]) * f64::from(w[c * k + i]))
+                    .sum();
+                y[r * n + c] = dot as f32 + b[c];
+            }
+        }
+        y
+    }
+
+    /// Every level the CPU has gives the scalar reference's outputs bit for bit, on odd
+    /// shapes (tails in m, n and k), and all track the f32 product within int8 error.
+    #[test]
+    fn every_level_equals_scalar_and_tracks_f32() {
+        let mut seed = 42u64;
+        for &(m, n, k) in &[
+            (1usize, 1usize, 1usize),
+            (3, 17, 5),
+            (8, 32, 64),
+            (9, 33, 67),
+            (70, 100, 384),
+            (130, 48, 1536),
+            (65, 1152, 384),
+        ] {
+            let x: Vec<f32> = (0..m * k).map(|_| lcg(&mut seed)).collect();
+            let w: Vec<f32> = (0..n * k).map(|_| lcg(&mut seed) * 0.2).collect();
+            let b: Vec<f32> = (0..n).map(|_| lcg(&mut seed)).collect();
+            let packed = PackedI8::quantize(&w, n, k);
+            let mut want = vec![0f32; m * n];
+            matmul_i8_at(Level::Scalar, &x, m, &packed, Some(&b), &mut want);
+            for level in Level::available() {
+                let mut got = vec![f32::NAN; m * n];
+                matmul_i8_at(level, &x, m, &packed, Some(&b), &mut got);
+                let same = got
+                    .iter()
+                    .zip(&want)
+                    .all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "{level:?} differs from scalar at m {m} n {n} k {k}");
+            }
+            let exact = f32_ref(&x, m, &w, n, k, &b);
+            // Two 8-bit roundings per term, random over k terms: error ~ sqrt(k) · 1e-4 here;
+            // a wrong kernel is off by O(1).
+            let tol = 1.2e-3 * (k as f32).sqrt() + 1e-6;
+            let worst = want
+                .iter()
+                .zip(&exact)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0f32, f32::max);
+            assert!(worst < tol, "m {m} n {n} k {k}: max error {worst} > {tol}");
+        }
+    }
+
+    #[test]
+    fn zero_rows_and_columns_give_the_bias() {
+        let (m, n, k) = (3, 5, 8);
+        let x = vec![0f32; m * k];
+        let w = vec![0f32; n * k];
+        let b = [1.0, -2.0, 3.0, 0.5, 0.0];
+        let packed = PackedI8::quantize(&w, n, k);
+        let mut y = vec![9f32; m * n];
+        matmul_i8(&x, m, &packed, Some(&b), &mut y);
+        for r in 0..m {
+            assert_eq!(&y[r * n..(r + 1) * n], &b);
+        }
+    }
+
+    #[test]
+    fn prequantized_weights_pack_like_quantized_ones() {
+        let (n, k) = (20, 12);
+        let mut seed = 7u64;
+        let w: Vec<f32> = (0..n * k).map(|_| lcg(&mut seed)).collect();
+        let a = PackedI8::quantize(&w, n, k);
+        let q: Vec<i8> = (0..n)
+            .flat_map(|c| {
+                let row = &w[c * k..(c + 1) * k];
+                let amax = row.iter().fold(0f32, |m, v| m.max(v.abs()));
+                row.iter()
+                    .map(move |v| (v * 127.0 / amax).round_ties_even() as i8)
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let b = PackedI8::from_quantized(&q, &a.scales[..n], n, k);
+        assert_eq!(a.data, b.data);
+        assert_eq!(a.comp, b.comp);
+    }
+}
