@@ -30,9 +30,12 @@ pub struct ServeArgs {
     /// Port (0 picks a free one and prints it).
     #[arg(long, env = "DICTA_PORT", default_value_t = 8000)]
     pub port: u16,
-    /// Require `Authorization: Bearer <key>` on every route but /health.
+    /// Require `Authorization: Bearer <key>` on every route but /health and /readyz.
     #[arg(long, env = "DICTA_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
+    /// Serve /metrics without the API key (for a Prometheus scraper that has none).
+    #[arg(long)]
+    pub public_metrics: bool,
     /// How long a request waits for others to share a model batch (ms).
     #[arg(long, default_value_t = 20)]
     pub batch_wait_ms: u64,
@@ -65,6 +68,10 @@ pub struct ServeArgs {
     /// Audio seconds one WebSocket stream may send at most (over all its utterances).
     #[arg(long, default_value_t = 3600.0)]
     pub max_stream_seconds: f64,
+    /// A WebSocket stream whose client sends nothing (no audio, text or ping) this long is
+    /// closed (seconds).
+    #[arg(long, default_value_t = 60.0)]
+    pub stream_idle_timeout_s: f64,
     /// Windows per model call.
     #[arg(long, default_value_t = 8)]
     pub batch_size: usize,
@@ -242,6 +249,7 @@ pub fn run(args: &ServeArgs, g: &Globals) -> Result<u8> {
         host: args.host.clone(),
         port: args.port,
         api_key: args.api_key.clone().filter(|k| !k.is_empty()),
+        public_metrics: args.public_metrics,
         batch_wait_ms: args.batch_wait_ms,
         max_queue: args.max_queue,
         max_group: args.max_group,
@@ -254,6 +262,7 @@ pub fn run(args: &ServeArgs, g: &Globals) -> Result<u8> {
         request_timeout_s: args.request_timeout_s,
         max_streams: args.max_streams,
         max_stream_seconds: args.max_stream_seconds,
+        stream_idle_timeout_s: args.stream_idle_timeout_s,
         ..ServerConfig::default()
     };
     let backend: Arc<dyn Backend> = Arc::new(EngineBackend { engine, name });

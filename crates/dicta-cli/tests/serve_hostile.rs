@@ -144,3 +144,37 @@ fn a_huge_prompt_is_cut_to_what_whisper_uses_without_memory_growth() {
     eprintln!("30 MB prompt answered in {huge_s:.2} s; peak RSS grew by {growth_mib} MiB");
     assert!(growth_mib < 100, "peak RSS grew by {growth_mib} MiB");
 }
+
+/// An oversized body is answered 413 before it is used, and a client that writes the whole
+/// body before reading (Python's urllib) still reads that answer instead of a reset.
+#[test]
+fn urllib_reads_the_413_of_an_oversized_body() {
+    let Some(model) = model_dir() else { return };
+    let server = Server::start(&model, &["--max-body-mib", "1"]);
+    let script = r#"
+import sys, urllib.request, urllib.error, json
+url = sys.argv[1] + "/v1/transcriptions/raw?encoding=i16_le"
+body = b"\0" * (8 << 20)
+got = []
+for _ in range(10):
+    try:
+        urllib.request.urlopen(urllib.request.Request(url, data=body, method="POST"))
+        got.append("200")
+    except urllib.error.HTTPError as e:
+        got.append(str(e.code) + ":" + json.load(e)["error"]["type"])
+    except Exception as e:
+        got.append(type(e).__name__)
+print(" ".join(got))
+"#;
+    let out = std::process::Command::new("python3")
+        .args(["-c", script, &server.base])
+        .output()
+        .expect("python3");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        text.trim(),
+        ["413:limit_exceeded"; 10].join(" "),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

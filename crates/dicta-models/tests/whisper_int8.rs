@@ -81,9 +81,14 @@ fn int8_close_to_fp32_on_real_speech() {
     };
     let enc_rel = rms(&(&e32 - &e8).unwrap()) / rms(&e32);
     let enc_max = max_abs_diff(&e32, &e8) / max_abs(&e32);
-    eprintln!("encoder: rms(int8 - fp32) / rms(fp32) = {enc_rel:.2e}, max-element ratio {enc_max:.2e}");
+    eprintln!(
+        "encoder: rms(int8 - fp32) / rms(fp32) = {enc_rel:.2e}, max-element ratio {enc_max:.2e}"
+    );
     assert!(enc_rel <= 0.1, "encoder relative RMS error {enc_rel}");
-    assert!(enc_rel > 0.0, "int8 encoder equals float32: nothing was quantized");
+    assert!(
+        enc_rel > 0.0,
+        "int8 encoder equals float32: nothing was quantized"
+    );
 
     // Teacher-force every utterance on its float32 (CTranslate2) transcript, with and without
     // timestamps, and compare the next-token prediction at every position after the prompt.

@@ -12,8 +12,11 @@ pub struct ServerConfig {
     pub host: String,
     /// Port to bind; `0` picks a free port (see [`crate::Bound::local_addr`]).
     pub port: u16,
-    /// When set, every route except `/health` requires `Authorization: Bearer <api_key>`.
+    /// When set, every route except `/health` and `/readyz` (and `/metrics` with
+    /// `public_metrics`) requires `Authorization: Bearer <api_key>`.
     pub api_key: Option<String>,
+    /// Serve `/metrics` without the API key (for a Prometheus scraper that has none).
+    pub public_metrics: bool,
     /// How long the batcher waits after taking a request for more to share a backend call.
     pub batch_wait_ms: u64,
     /// Most requests admitted and not yet taken by the batcher (decoding or queued); more → 503.
@@ -45,6 +48,9 @@ pub struct ServerConfig {
     /// Most audio seconds one WebSocket stream may send over its lifetime (all utterances);
     /// more ends the stream with a `limit_exceeded` error.
     pub max_stream_seconds: f64,
+    /// A WebSocket stream whose client sends nothing (no audio, text or ping) for this many
+    /// seconds gets a `timeout` error event, its finals and `done`, and is closed with 1008.
+    pub stream_idle_timeout_s: f64,
 }
 
 impl Default for ServerConfig {
@@ -53,6 +59,7 @@ impl Default for ServerConfig {
             host: "127.0.0.1".to_string(),
             port: 8000,
             api_key: None,
+            public_metrics: false,
             batch_wait_ms: 20,
             max_queue: 32,
             max_group: 8,
@@ -65,6 +72,7 @@ impl Default for ServerConfig {
             request_timeout_s: 600.0,
             max_streams: 16,
             max_stream_seconds: 3600.0,
+            stream_idle_timeout_s: 60.0,
         }
     }
 }
@@ -84,6 +92,7 @@ impl ServerConfig {
             ("request_timeout_s", self.request_timeout_s),
             ("max_streams", self.max_streams as f64),
             ("max_stream_seconds", self.max_stream_seconds),
+            ("stream_idle_timeout_s", self.stream_idle_timeout_s),
         ];
         for (name, value) in positive {
             // NaN fails `is_finite`.
@@ -115,6 +124,11 @@ impl ServerConfig {
     /// The batcher's wait as a duration.
     pub fn batch_wait(&self) -> Duration {
         Duration::from_millis(self.batch_wait_ms)
+    }
+
+    /// The WebSocket idle timeout as a duration.
+    pub fn stream_idle_timeout(&self) -> Duration {
+        Duration::from_secs_f64(self.stream_idle_timeout_s)
     }
 
     /// The per-request timeout as a duration.

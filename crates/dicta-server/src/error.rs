@@ -4,7 +4,7 @@
 //! (the shape OpenAI's SDKs parse). `type` is the stable [`ErrorKind`] name, or one of the
 //! transport-only types `unauthorized`, `not_found` and `method_not_allowed`.
 
-use axum::http::StatusCode;
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use dicta_core::{Error, ErrorKind};
@@ -87,7 +87,19 @@ impl IntoResponse for ApiError {
             tracing::info!(status = self.status.as_u16(), kind = self.kind, message = %self.message, "request refused");
         }
         let body = serde_json::json!({"error": {"type": self.kind, "message": self.message}});
-        (self.status, Json(body)).into_response()
+        let mut response = (self.status, Json(body)).into_response();
+        let headers = response.headers_mut();
+        // RFC 9110: a 401 names the scheme it wants; a 503 says when to come back.
+        if self.status == StatusCode::UNAUTHORIZED {
+            headers.insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"dicta\""),
+            );
+        }
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        response
     }
 }
 

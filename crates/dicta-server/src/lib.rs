@@ -6,7 +6,8 @@
 //! them; results go back to each request by position, so request ids stay independent of the
 //! callers' input ids.
 //!
-//! Routes (all but `/health` need `Authorization: Bearer <api_key>` when a key is set):
+//! Routes (all but `/health` and `/readyz`, and `/metrics` with `public_metrics`, need
+//! `Authorization: Bearer <api_key>` when a key is set; the scheme is case-insensitive):
 //!
 //! | route | what |
 //! | --- | --- |
@@ -23,8 +24,11 @@
 //! Every error answers `{"error": {"type", "message"}}` with the status from
 //! [`error::status_for`]: 400 invalid input or undecodable audio, 401 bad API key, 413 any
 //! limit (`max_body_mib`, `max_inputs`, `max_audio_seconds`, `max_decoded_bytes`), 503 queue
-//! full, 504 `request_timeout_s` exceeded, 500 internal. A request whose client disconnects
-//! (or times out) is dropped before its backend call if it has not started.
+//! full (with `Retry-After`), 504 `request_timeout_s` exceeded, 500 internal; a 401 carries
+//! `WWW-Authenticate: Bearer`. A request refused before its body is used (401, or a declared
+//! size over `max_body_mib`) has the body read and dropped first (up to 256 MiB or 5 s), so
+//! clients that send the whole body before reading still get the answer. A request whose client
+//! disconnects (or times out) is dropped before its backend call if it has not started.
 //!
 //! Usage (the `dicta` binary does this):
 //!

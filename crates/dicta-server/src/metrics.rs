@@ -55,6 +55,8 @@ pub(crate) struct Metrics {
     pub disconnects: Counter,
     /// WebSocket streams open now.
     pub active_streams: Gauge,
+    /// WebSocket streams closed because their client sent nothing for `stream_idle_timeout_s`.
+    pub idle_streams_closed: Counter,
     /// Audio seconds received over WebSocket streams (at the client's rate).
     pub stream_audio_seconds: Counter<f64, AtomicU64>,
 }
@@ -148,6 +150,12 @@ impl Metrics {
             "WebSocket streams open now",
             active_streams.clone(),
         );
+        let idle_streams_closed = Counter::default();
+        registry.register(
+            "idle_streams_closed",
+            "WebSocket streams closed for sending nothing for stream_idle_timeout_s",
+            idle_streams_closed.clone(),
+        );
         let stream_audio_seconds = Counter::<f64, AtomicU64>::default();
         registry.register(
             "stream_audio_seconds",
@@ -170,6 +178,7 @@ impl Metrics {
             abandoned,
             disconnects,
             active_streams,
+            idle_streams_closed,
             stream_audio_seconds,
         }
     }

@@ -69,48 +69,62 @@ async fn undecodable_audio_is_400_naming_the_input() {
 }
 
 #[tokio::test]
-async fn api_key_is_required_on_every_route_but_health() {
-    let cfg = ServerConfig {
-        api_key: Some("sekret".into()),
-        ..Default::default()
-    };
-    let server = TestServer::start(cfg, Arc::new(EchoBackend::new())).await;
-    let client = reqwest::Client::new();
-    assert_eq!(
-        client
-            .get(server.url("/health"))
+async fn api_key_is_required_on_every_route_but_the_probes() {
+    for public_metrics in [false, true] {
+        let cfg = ServerConfig {
+            api_key: Some("sekret".into()),
+            public_metrics,
+            ..Default::default()
+        };
+        let server = TestServer::start(cfg, Arc::new(EchoBackend::new())).await;
+        let client = reqwest::Client::new();
+        // Orchestrator probes carry no key.
+        let mut open = vec!["/health", "/readyz"];
+        let mut closed = vec!["/v1/models"];
+        if public_metrics {
+            open.push("/metrics");
+        } else {
+            closed.push("/metrics");
+        }
+        for path in closed {
+            let r = client.get(server.url(path)).send().await.unwrap();
+            assert_eq!(
+                r.headers()["www-authenticate"],
+                "Bearer realm=\"dicta\"",
+                "{path}"
+            );
+            let (status, kind, _) = error_of(r).await;
+            assert_eq!((status, kind.as_str()), (401, "unauthorized"), "{path}");
+        }
+        let r = client
+            .post(server.url("/transcribe"))
+            .bearer_auth("wrong")
+            .json(&batch_body(&[("a", &samples(1_600, 1))]))
             .send()
             .await
-            .unwrap()
-            .status(),
-        200
-    );
-    for path in ["/readyz", "/metrics", "/v1/models"] {
-        let (status, kind, _) = error_of(client.get(server.url(path)).send().await.unwrap()).await;
-        assert_eq!((status, kind.as_str()), (401, "unauthorized"), "{path}");
+            .unwrap();
+        let (status, _, message) = error_of(r).await;
+        assert_eq!(status, 401);
+        assert!(!message.contains("wrong"), "the key given is never echoed");
+        assert_serves(&server, &client, Some("sekret")).await;
+        // Warmed up now (it served): every probe answers 200 without the key.
+        for path in open {
+            let status = client.get(server.url(path)).send().await.unwrap().status();
+            assert_eq!(status, 200, "{path}");
+        }
+        // The scheme is case-insensitive (RFC 9110).
+        for scheme in ["bearer", "BEARER", "Bearer"] {
+            let status = client
+                .get(server.url("/v1/models"))
+                .header("authorization", format!("{scheme} sekret"))
+                .send()
+                .await
+                .unwrap()
+                .status();
+            assert_eq!(status, 200, "{scheme}");
+        }
+        server.shutdown().await.unwrap();
     }
-    let r = client
-        .post(server.url("/transcribe"))
-        .bearer_auth("wrong")
-        .json(&batch_body(&[("a", &samples(1_600, 1))]))
-        .send()
-        .await
-        .unwrap();
-    let (status, _, message) = error_of(r).await;
-    assert_eq!(status, 401);
-    assert!(!message.contains("wrong"), "the key given is never echoed");
-    assert_serves(&server, &client, Some("sekret")).await;
-    assert_eq!(
-        client
-            .get(server.url("/readyz"))
-            .bearer_auth("sekret")
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        200
-    );
-    server.shutdown().await.unwrap();
 }
 
 #[tokio::test]
@@ -230,6 +244,7 @@ async fn full_queue_is_503_and_queued_work_still_completes() {
         .send()
         .await
         .unwrap();
+    assert_eq!(r.headers()["retry-after"], "1");
     let (status, kind, message) = error_of(r).await;
     assert_eq!((status, kind.as_str()), (503, "overloaded"));
     assert!(message.contains("max_queue is 1"), "{message}");

@@ -291,6 +291,46 @@ async fn a_full_server_refuses_the_upgrade_with_503_until_a_stream_closes() {
 }
 
 #[tokio::test]
+async fn an_idle_stream_is_closed_and_frees_its_slot_while_an_active_one_stays() {
+    let cfg = ServerConfig {
+        max_streams: 2,
+        stream_idle_timeout_s: 0.6,
+        ..Default::default()
+    };
+    let server = TestServer::start(cfg, Arc::new(EchoBackend::new())).await;
+    let client = reqwest::Client::new();
+    let (mut idle, _) = open(&server, "").await;
+    let (mut busy, _) = open(&server, "").await;
+    // The busy client sends a little audio every 0.2 s; the idle one has sent half an
+    // utterance and then nothing.
+    send_pcm(&mut idle, &samples(1600, 1), 1600).await;
+    assert_eq!(next_json(&mut idle).await["type"], "partial");
+    for _ in 0..8 {
+        send_pcm(&mut busy, &samples(320, 2), 320).await;
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let events = until_done(&mut idle).await;
+    let error = events
+        .iter()
+        .find(|e| e["type"] == "error")
+        .expect("an error event");
+    assert_eq!(error["error"]["type"], "timeout", "{error}");
+    assert!(
+        events.iter().any(|e| e["type"] == "final"),
+        "the utterance heard so far is finalised: {events:?}"
+    );
+    assert_eq!(close_code(&mut idle).await, 1008);
+    server.wait_metric(&client, "dicta_active_streams 1").await;
+    server
+        .wait_metric(&client, "dicta_idle_streams_closed_total 1")
+        .await;
+    // The busy stream was never idle and still answers.
+    busy.send(Message::text(r#"{"type":"end"}"#)).await.unwrap();
+    let events = until_done(&mut busy).await;
+    assert!(events.iter().all(|e| e["type"] != "error"), "{events:?}");
+}
+
+#[tokio::test]
 async fn going_over_max_stream_seconds_ends_the_utterance_and_closes_with_1008() {
     let cfg = ServerConfig {
         max_stream_seconds: 1.0,

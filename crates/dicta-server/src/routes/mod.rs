@@ -50,9 +50,18 @@ pub(crate) struct RequestId(pub String);
 
 /// Builds the router.
 pub(crate) fn router(state: Shared) -> Router {
-    let protected = Router::new()
-        .route("/readyz", get(health::readyz))
-        .route("/metrics", get(health::metrics))
+    // Orchestrator probes carry no key: /health and /readyz are open, /metrics with
+    // `public_metrics` (a Prometheus scraper without the key).
+    let mut open = Router::new()
+        .route("/health", get(health::health))
+        .route("/readyz", get(health::readyz));
+    let mut protected = Router::new();
+    if state.cfg.public_metrics {
+        open = open.route("/metrics", get(health::metrics));
+    } else {
+        protected = protected.route("/metrics", get(health::metrics));
+    }
+    let protected = protected
         .route("/v1/models", get(openai::models))
         .route("/v1/audio/transcriptions", post(openai::transcriptions))
         .route("/v1/audio/translations", post(openai::translations))
@@ -60,9 +69,7 @@ pub(crate) fn router(state: Shared) -> Router {
         .route("/v1/transcriptions/raw", post(batch::raw))
         .route("/v1/stream", get(stream::stream))
         .route_layer(from_fn_with_state(state.clone(), gate));
-    Router::new()
-        .route("/health", get(health::health))
-        .merge(protected)
+    open.merge(protected)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(state.cfg.max_body_bytes()))
@@ -138,30 +145,68 @@ async fn request_context(State(s): State<Shared>, mut req: Request, next: Next) 
     response
 }
 
-/// API key check, then the declared body size (before any of the body is read).
+/// API key check, then the declared body size (before any of the body is used).
 async fn gate(State(s): State<Shared>, req: Request, next: Next) -> Result<Response, ApiError> {
-    if let Some(key) = &s.cfg.api_key {
-        let given = req
+    let refused = if !authorized(&s.cfg, req.headers()) {
+        Some(ApiError::unauthorized())
+    } else {
+        let declared = req
             .headers()
-            .get(header::AUTHORIZATION)
+            .get(header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim);
-        if !given.is_some_and(|g| same_secret(g.as_bytes(), key.as_bytes())) {
-            return Err(ApiError::unauthorized());
+            .and_then(|v| v.parse::<u64>().ok());
+        declared
+            .filter(|&len| len > s.cfg.max_body_bytes() as u64)
+            .map(|len| body_too_large(&s.cfg, Some(len)).into())
+    };
+    match refused {
+        Some(e) => {
+            linger(req.into_body()).await;
+            Err(e)
         }
+        None => Ok(next.run(req).await),
     }
-    let declared = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
+}
+
+/// Whether the request carries the API key (always, without one): `Authorization: Bearer
+/// <key>`, the scheme matched case-insensitively as RFC 9110 says.
+pub(crate) fn authorized(cfg: &ServerConfig, headers: &axum::http::HeaderMap) -> bool {
+    let Some(key) = &cfg.api_key else {
+        return true;
+    };
+    let given = headers
+        .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if let Some(len) = declared {
-        if len > s.cfg.max_body_bytes() as u64 {
-            return Err(body_too_large(&s.cfg, Some(len)).into());
+        .and_then(|v| {
+            let (scheme, token) = v.trim().split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then_some(token)
+        })
+        .map(str::trim);
+    given.is_some_and(|g| same_secret(g.as_bytes(), key.as_bytes()))
+}
+
+/// Most bytes read and dropped from a refused request's body before answering.
+const LINGER_BYTES: usize = 256 << 20;
+/// Longest time spent doing so.
+const LINGER_TIME: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Reads and drops what the client is still sending (bounded in bytes and time) before an
+/// early refusal is answered, as nginx's lingering close does: a client that writes its whole
+/// body before reading (Python's `urllib`, many others) would otherwise have its connection
+/// reset under it and never see the 401/413.
+async fn linger(body: axum::body::Body) {
+    use futures_util::StreamExt as _;
+    let mut stream = body.into_data_stream();
+    let mut seen = 0usize;
+    let _ = tokio::time::timeout(LINGER_TIME, async {
+        while let Some(Ok(chunk)) = stream.next().await {
+            seen += chunk.len();
+            if seen > LINGER_BYTES {
+                break;
+            }
         }
-    }
-    Ok(next.run(req).await)
+    })
+    .await;
 }
 
 /// Compares secrets without an early exit on the first differing byte.

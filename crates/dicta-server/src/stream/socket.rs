@@ -123,6 +123,9 @@ pub(crate) async fn serve_socket(
     }
     // Also stop if the server dropped the sender without a word (its task was cancelled).
     let mut sender_gone = false;
+    // A socket that sends nothing (not even a ping) for this long holds a slot for nothing.
+    let idle = stream.state.cfg.stream_idle_timeout();
+    let mut idle_deadline = tokio::time::Instant::now() + idle;
     let flow = loop {
         let stopping = sender_gone || *shutdown.borrow();
         let next = if stopping {
@@ -143,6 +146,23 @@ pub(crate) async fn serve_socket(
                     continue;
                 }
                 msg = socket.recv(), if !stopping => msg,
+                () = tokio::time::sleep_until(idle_deadline), if !stopping => {
+                    let e = Error::new(
+                        ErrorKind::Timeout,
+                        format!(
+                            "stream_idle_timeout_s is {}, and the client sent nothing for that long; the stream is closed",
+                            stream.state.cfg.stream_idle_timeout_s
+                        ),
+                    );
+                    stream.state.metrics.idle_streams_closed.inc();
+                    if let Flow::Gone = stream.reply_error(&mut socket, &e).await {
+                        break Flow::Gone;
+                    }
+                    break match stream.finish(&mut socket).await {
+                        Flow::Gone => Flow::Gone,
+                        _ => Flow::Close(CLOSE_POLICY, "idle timeout"),
+                    };
+                }
                 else => {
                     break match stream.finish(&mut socket).await {
                         Flow::Gone => Flow::Gone,
@@ -151,6 +171,7 @@ pub(crate) async fn serve_socket(
                 }
             },
         };
+        idle_deadline = tokio::time::Instant::now() + idle;
         let flow = match msg {
             None | Some(Err(_)) | Some(Ok(Message::Close(_))) => break Flow::Gone,
             Some(Ok(Message::Binary(bytes))) => stream.audio(&mut socket, &bytes).await,
