@@ -125,10 +125,12 @@ impl Backend for EngineBackend {
         let mut inputs: Vec<Option<BackendInput>> = inputs.into_iter().map(Some).collect();
         let mut stats = Stats::default();
         for (opts, idx) in groups {
+            let mut cancels = Vec::with_capacity(idx.len());
             let batch: Vec<Input> = idx
                 .iter()
                 .map(|&i| {
                     let input = inputs[i].take().expect("each input is in one group");
+                    cancels.push(input.cancel);
                     Input {
                         audio: input.id.clone(),
                         id: input.id,
@@ -136,9 +138,10 @@ impl Backend for EngineBackend {
                     }
                 })
                 .collect();
-            let out = self
-                .engine
-                .transcribe_with(&batch, &self.options_for(&opts));
+            let mut decode = self.options_for(&opts);
+            // The call stops at its next model call once every request in it has gone.
+            decode.cancel = dicta_core::Cancel::all(cancels);
+            let out = self.engine.transcribe_with(&batch, &decode);
             for (&i, r) in idx.iter().zip(out.results) {
                 results[i] = Some(r);
             }

@@ -178,3 +178,75 @@ print(" ".join(got))
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A 16-bit 16 kHz WAV of `copies` of jfk.flac back to back (11 s each).
+fn long_jfk(copies: usize) -> Vec<u8> {
+    let one = dicta_audio::decode::load_path(Path::new(&jfk())).unwrap();
+    let mut wav = std::io::Cursor::new(Vec::new());
+    let spec = hound::WavSpec {
+        channels: 1,
+        sample_rate: 16_000,
+        bits_per_sample: 16,
+        sample_format: hound::SampleFormat::Int,
+    };
+    let mut w = hound::WavWriter::new(&mut wav, spec).unwrap();
+    for _ in 0..copies {
+        for s in &one {
+            w.write_sample((s * 32768.0).round().clamp(-32768.0, 32767.0) as i16)
+                .unwrap();
+        }
+    }
+    w.finalize().unwrap();
+    wav.into_inner()
+}
+
+/// A long upload that times out (504) or whose client leaves stops at its next model call:
+/// the next request does not wait for the abandoned work, and the cancellation is counted.
+#[test]
+fn abandoned_work_is_cancelled_and_the_next_request_is_served_at_once() {
+    let Some(model) = model_dir() else { return };
+    let long = temp_file("long.wav", &long_jfk(40)); // 440 s: about a minute of model time
+    let server = Server::start(&model, &["--request-timeout-s", "5"]);
+    let (status, v) = post_openai(&server.base, Path::new(&jfk()), &[]);
+    assert_eq!(status, 200, "{v}");
+    let want = words(&v);
+    let alone = Instant::now();
+    post_openai(&server.base, Path::new(&jfk()), &[]);
+    let alone_s = alone.elapsed().as_secs_f64();
+
+    // 1. Timed out: 504 after 5 s.
+    let (status, v) = post_openai(&server.base, &long, &[]);
+    assert_eq!(
+        (status, v["error"]["type"].as_str()),
+        (504, Some("timeout")),
+        "{v}"
+    );
+    let next = Instant::now();
+    let (status, v) = post_openai(&server.base, Path::new(&jfk()), &[]);
+    let after_timeout_s = next.elapsed().as_secs_f64();
+    assert_eq!((status, words(&v)), (200, want.clone()));
+
+    // 2. The client disconnects after 1 s (curl's --max-time).
+    let (_, code) = curl(&[
+        "-o",
+        "/dev/null",
+        "--max-time",
+        "1",
+        "-F",
+        &format!("file=@{}", long.display()),
+        &format!("{}/v1/audio/transcriptions", server.base),
+    ]);
+    assert_eq!(code, Some(28), "curl should have given up (timeout)");
+    let next = Instant::now();
+    let (status, v) = post_openai(&server.base, Path::new(&jfk()), &[]);
+    let after_disconnect_s = next.elapsed().as_secs_f64();
+    assert_eq!((status, words(&v)), (200, want));
+    eprintln!(
+        "jfk alone {alone_s:.2} s; after a 504 {after_timeout_s:.2} s; after a disconnect {after_disconnect_s:.2} s"
+    );
+    let cancelled = server.metric("dicta_cancelled_inputs_total").unwrap_or(0.0);
+    assert_eq!(
+        cancelled, 2.0,
+        "both abandoned uploads were cancelled midway"
+    );
+}

@@ -3,10 +3,12 @@
 //! This crate has no heavy dependencies so that every other crate (and every transport)
 //! can speak the same vocabulary.
 
+pub mod cancel;
 pub mod error;
 pub mod format;
 pub mod text;
 pub mod transcript;
 
+pub use cancel::Cancel;
 pub use error::{Error, ErrorKind, Result};
 pub use transcript::{Segment, Stats, Transcript, Word};

@@ -52,6 +52,9 @@ pub struct BackendInput {
     pub samples: Vec<f32>,
     /// The options of the request this input belongs to.
     pub options: RequestOptions,
+    /// Set once the request's client has gone (disconnected, or its `request_timeout_s`
+    /// passed): a backend should stop work nobody waits for at its next batch boundary.
+    pub cancel: dicta_core::Cancel,
 }
 
 /// The answer to one [`Backend::transcribe`] call.

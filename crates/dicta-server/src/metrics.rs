@@ -53,6 +53,8 @@ pub(crate) struct Metrics {
     pub abandoned: Counter,
     /// Requests whose client disconnected (or timed out) before the answer was sent.
     pub disconnects: Counter,
+    /// Inputs whose backend work was cancelled midway because every client waiting on it left.
+    pub cancelled_inputs: Counter,
     /// WebSocket streams open now.
     pub active_streams: Gauge,
     /// WebSocket streams closed because their client sent nothing for `stream_idle_timeout_s`.
@@ -150,6 +152,12 @@ impl Metrics {
             "WebSocket streams open now",
             active_streams.clone(),
         );
+        let cancelled_inputs = Counter::default();
+        registry.register(
+            "cancelled_inputs",
+            "Inputs whose backend work stopped midway because their clients left",
+            cancelled_inputs.clone(),
+        );
         let idle_streams_closed = Counter::default();
         registry.register(
             "idle_streams_closed",
@@ -177,6 +185,7 @@ impl Metrics {
             rtfx,
             abandoned,
             disconnects,
+            cancelled_inputs,
             active_streams,
             idle_streams_closed,
             stream_audio_seconds,

@@ -3,10 +3,11 @@
 //! Every transcription route parses its transport into a [`TranscribeRequest`] and calls
 //! [`Pipeline::run`]; nothing else admits, validates or queues work.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Instant;
 
-use dicta_core::{Error, ErrorKind, Result, Stats, Transcript};
+use dicta_core::{Cancel, Error, ErrorKind, Result, Stats, Transcript};
 use tokio::sync::{oneshot, Semaphore};
 
 use crate::audio::{decode_inputs, AudioBudget, AudioLimits, RawInput};
@@ -53,6 +54,15 @@ pub(crate) struct Pipeline {
     metrics: Arc<Metrics>,
     /// Decoded audio held by admitted requests, server-wide.
     budget: Arc<AudioBudget>,
+}
+
+/// Sets its flag when dropped: the request's future is gone, with or without its answer.
+struct SetOnDrop(Arc<AtomicBool>);
+
+impl Drop for SetOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
 }
 
 /// Keeps the `decoding_requests` gauge up while alive (also when the request is dropped).
@@ -140,13 +150,18 @@ impl Pipeline {
         .map_err(|e| Error::internal(format!("audio decoding task failed: {e}")))??;
         // No await between here and the enqueue: once the gauge drops, the job is queued.
         drop(decoding);
-        // Schedule.
+        // Schedule. Dropping this future (client gone, timeout) sets `gone`, which cancels
+        // what the backend has not done yet.
+        let gone = Arc::new(AtomicBool::new(false));
+        let _gone_on_drop = SetOnDrop(gone.clone());
+        let cancel = Cancel::from_flag(gone);
         let inputs = decoded
             .into_iter()
             .map(|(id, samples)| BackendInput {
                 id,
                 samples,
                 options: req.options.clone(),
+                cancel: cancel.clone(),
             })
             .collect();
         let (tx, rx) = oneshot::channel();

@@ -6,7 +6,7 @@ use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use dicta_core::{Error, Result, Stats, Transcript};
+use dicta_core::{Error, ErrorKind, Result, Stats, Transcript};
 use tokio::sync::{oneshot, OwnedSemaphorePermit};
 
 use crate::backend::{Backend, BackendInput};
@@ -155,6 +155,18 @@ fn run_group(setup: &WorkerSetup, group: Group<Job>) {
         }
     };
     observe_group(setup, group_requests, group_inputs, audio_seconds, wall);
+    let cancelled = per_job
+        .iter()
+        .flatten()
+        .filter(|r| r.as_ref().is_err_and(|e| e.kind == ErrorKind::Timeout))
+        .count();
+    if cancelled > 0 {
+        tracing::info!(
+            inputs = cancelled,
+            "backend work cancelled: its clients left"
+        );
+        setup.metrics.cancelled_inputs.inc_by(cancelled as u64);
+    }
     let stats = Arc::new(stats);
     for ((request_id, reply, queue_seconds), results) in replies.into_iter().zip(per_job) {
         let answer = JobReply {

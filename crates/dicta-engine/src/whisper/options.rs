@@ -87,6 +87,9 @@ pub struct DecodeOptions {
     pub prepend_punctuations: String,
     /// With `word_timestamps`: punctuation merged into the preceding word.
     pub append_punctuations: String,
+    /// Stops the work at the next model call once the caller has gone (the remaining windows
+    /// fail with `Timeout`); never by default.
+    pub cancel: dicta_core::Cancel,
 }
 
 impl Default for DecodeOptions {
@@ -114,6 +117,7 @@ impl Default for DecodeOptions {
             word_timestamps: false,
             prepend_punctuations: super::words::DEFAULT_PREPEND_PUNCTUATIONS.to_string(),
             append_punctuations: super::words::DEFAULT_APPEND_PUNCTUATIONS.to_string(),
+            cancel: dicta_core::Cancel::default(),
         }
     }
 }

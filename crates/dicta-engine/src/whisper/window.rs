@@ -49,6 +49,8 @@ pub struct AlignRequest {
 pub(crate) struct CachedDecoder<'a> {
     pub model: &'a Whisper,
     pub cache: DecoderCache,
+    /// Checked before every step: an abandoned search stops within one token.
+    pub cancel: &'a dicta_core::Cancel,
 }
 
 impl CachedDecoder<'_> {
@@ -69,6 +71,7 @@ impl StepModel for CachedDecoder<'_> {
         self.model.config.n_vocab
     }
     fn step(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
+        self.cancel.check()?;
         self.feed(tokens, tokens.len())
     }
     fn select_rows(&mut self, indices: &[u32]) -> Result<()> {
@@ -109,6 +112,9 @@ impl WindowDecoder<'_> {
         if jobs.is_empty() {
             return Err(Error::invalid_input("decode: no windows given"));
         }
+        // Every model call of every long-form mode comes through here (and each temperature
+        // of the fallback, below): abandoned work stops within one search.
+        self.opts.cancel.check()?;
         let enc = self.encode(jobs)?;
         let mut out: Vec<Option<Attempt>> = vec![None; jobs.len()];
         let sot = self.model.config.special.sot;
@@ -268,6 +274,7 @@ impl WindowDecoder<'_> {
             if pending.is_empty() {
                 break;
             }
+            self.opts.cancel.check()?;
             let sub: Vec<&WindowJob> = pending.iter().map(|&p| jobs[rows[p]]).collect();
             let idx: Vec<u32> = pending.iter().map(|&p| rows[p] as u32).collect();
             let enc_sub = select(enc, &idx)?;
@@ -328,6 +335,7 @@ impl WindowDecoder<'_> {
         let mut dec = CachedDecoder {
             model: self.model,
             cache: self.model.new_cache(enc)?,
+            cancel: &self.opts.cancel,
         };
         let v = cfg.n_vocab;
         let flat = |range: std::ops::Range<usize>| -> Vec<u32> {
