@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 export DICTA_HOME="${DICTA_HOME:-$HOME/.cache/dicta}"
 cargo build --release --workspace --all-targets
-model_dir="$(target/release/dicta models fetch tiny.en --quiet)"
+model_dir="$("${CARGO_TARGET_DIR:-target}/release/dicta" models fetch tiny.en --quiet)"
 # Model tests fail (rather than skip) when this variable names a folder.
 export DICTA_TEST_MODEL_DIR="$model_dir"
 cargo test --workspace --release

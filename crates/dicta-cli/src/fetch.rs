@@ -138,8 +138,10 @@ fn fetch_into(a: &Artifact, tmp: &Path, dest: &Path, python: &str, progress: boo
         .arg(&download)
         .arg(a.pip_spec)
         .stdin(Stdio::null())
+        // pip's progress goes to our stderr, never stdout: stdout carries only results
+        // (`dicta transcribe x.wav > out.json` on a fresh DICTA_HOME must stay valid JSON).
         .stdout(if progress {
-            Stdio::inherit()
+            stderr_stdio()
         } else {
             Stdio::null()
         })
@@ -316,4 +318,16 @@ fn file_name(p: &Path) -> String {
     p.file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default()
+}
+
+/// A child's output stream that writes to this process's stderr.
+fn stderr_stdio() -> Stdio {
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsFd;
+        if let Ok(fd) = std::io::stderr().as_fd().try_clone_to_owned() {
+            return Stdio::from(fd);
+        }
+    }
+    Stdio::null()
 }

@@ -23,6 +23,7 @@ pub enum OutputFormat {
     /// `{"results":[{id,audio,text,language,duration,segments:[{start,end,text}],error}],"stats":{…}}`
     Json,
     /// Like json, with every segment field (tokens, avg_logprob, compression_ratio, no_speech_prob, temperature).
+    #[value(alias = "verbose_json")]
     VerboseJson,
     /// Plain text, one line per input.
     Text,
@@ -131,7 +132,8 @@ pub struct TranscribeArgs {
     /// CTC: a silence of this many seconds between words starts a new segment.
     #[arg(long, default_value_t = 1.0)]
     pub pause_seconds: f32,
-    /// Language code (e.g. `en`); detected on multilingual models when absent.
+    /// Language code (e.g. `en`); detected on multilingual models when absent. English-only
+    /// models accept only `en`; an unknown code is refused with the list of valid ones.
     #[arg(long)]
     pub language: Option<String>,
     /// Translate into English instead of transcribing (multilingual models).
@@ -230,7 +232,12 @@ pub fn run(args: &TranscribeArgs, g: &Globals) -> Result<u8> {
     let failed = results.iter().filter(|r| r.is_err()).count();
     for (input, r) in inputs.iter().zip(&results) {
         if let Err(e) = r {
-            eprintln!("dicta transcribe: {}: {}", input.audio, e);
+            // Decoder messages already start with the input's name; don't say it twice.
+            let msg = e
+                .message
+                .strip_prefix(&format!("{}: ", input.audio))
+                .unwrap_or(&e.message);
+            eprintln!("dicta transcribe: {}: {}: {msg}", input.audio, e.kind);
         }
     }
     write_results(args, &inputs, &results, &stats)?;
@@ -345,8 +352,11 @@ fn result_json(input: &Input, r: &dicta_core::Result<Transcript>, verbose: bool)
                 .map(|s| {
                     if verbose {
                         serde_json::to_value(s).unwrap_or(Value::Null)
-                    } else {
+                    } else if s.words.is_empty() {
                         json!({"start": s.start, "end": s.end, "text": s.text})
+                    } else {
+                        // Asked for with --word-timestamps.
+                        json!({"start": s.start, "end": s.end, "text": s.text, "words": s.words})
                     }
                 })
                 .collect();

@@ -181,6 +181,46 @@ fn unknown_language_is_invalid_input() {
         .unwrap_err();
     assert_eq!(err.kind, ErrorKind::InvalidInput);
     assert!(err.message.contains("xx"), "{}", err.message);
+    assert!(
+        err.message.contains("knows: ") && err.message.contains("fr"),
+        "the valid codes are listed: {}",
+        err.message
+    );
+}
+
+/// tiny.en (the real English-only model): "en" or nothing works; any other language, or
+/// translation, is refused instead of silently transcribing English.
+#[test]
+fn english_only_models_refuse_other_languages_and_translation() {
+    let Some(model) = whisper_common::load_model() else {
+        return;
+    };
+    let tr = WhisperTranscriber::new(&model).unwrap();
+    let audio = vec![0.0f32; 16_000];
+    for ok in [None, Some("en")] {
+        tr.transcribe(&[&audio], &opts(ok), LongFormMode::Sequential, 1)
+            .unwrap();
+    }
+    for bad in ["fr", "xx", "english"] {
+        let err = tr
+            .transcribe(&[&audio], &opts(Some(bad)), LongFormMode::Sequential, 1)
+            .unwrap_err();
+        assert_eq!(err.kind, ErrorKind::InvalidInput, "{bad}");
+        assert!(
+            err.message.contains("English-only") && err.message.contains(bad),
+            "{}",
+            err.message
+        );
+    }
+    let translate = DecodeOptions {
+        task: dicta_engine::whisper::Task::Translate,
+        ..opts(None)
+    };
+    let err = tr
+        .transcribe(&[&audio], &translate, LongFormMode::Sequential, 1)
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::InvalidInput);
+    assert!(err.message.contains("cannot translate"), "{}", err.message);
 }
 
 /// A multilingual folder without generation_config.json (which the loader accepts) has no

@@ -63,6 +63,8 @@ fn decode_unguarded(
 ) -> Result<()> {
     let known_magic = starts_with_known_magic(&mut *source)
         .map_err(|e| Error::new(ErrorKind::Io, format!("{name}: cannot read: {e}")))?;
+    let source = super::wav_fix::repair(source)
+        .map_err(|e| Error::new(ErrorKind::Io, format!("{name}: cannot read: {e}")))?;
     let mut hint = Hint::new();
     if let Some(ext) = std::path::Path::new(name)
         .extension()

@@ -19,6 +19,7 @@
 
 mod container;
 mod pcm;
+mod wav_fix;
 
 use std::path::Path;
 

@@ -443,14 +443,27 @@ impl<'m> WhisperTranscriber<'m> {
     ) -> Result<Vec<Result<String>>> {
         let cfg = &self.model.config;
         if !cfg.is_multilingual {
+            // Silently transcribing as English what the caller said is French (or "english")
+            // would hide their mistake: refuse, naming what works.
             if let Some(l) = opts.language.as_deref().filter(|l| *l != "en") {
-                tracing::warn!(language = l, "English-only model: using 'en'");
+                return Err(Error::invalid_input(format!(
+                    "this model is English-only: language must be \"en\" or left out, got {l:?}"
+                )));
+            }
+            if opts.task == Task::Translate {
+                return Err(Error::invalid_input(
+                    "this model is English-only and cannot translate; task must be \"transcribe\" (translation needs a multilingual model)",
+                ));
             }
             return Ok(vec![Ok("en".to_string()); audios.len()]);
         }
         if let Some(l) = &opts.language {
             if cfg.lang_id(l).is_none() {
-                return Err(Error::invalid_input(format!("unknown language code '{l}'")));
+                let known: Vec<&str> = cfg.lang_ids.iter().map(|(c, _)| c.as_str()).collect();
+                return Err(Error::invalid_input(format!(
+                    "unknown language code {l:?}; this model knows: {}",
+                    known.join(", ")
+                )));
             }
             return Ok(vec![Ok(l.clone()); audios.len()]);
         }
