@@ -124,96 +124,126 @@ pub(crate) struct AudioLimits {
     pub max_decoded_bytes: u64,
 }
 
-/// Decodes every input to 16 kHz mono, reserving what it holds in `reservation`; the first
-/// failure fails the request, naming the input.
+/// One decoded input: its id, and its 16 kHz samples or why they could not be had.
+pub(crate) type Decoded = (String, Result<Vec<f32>>);
+
+/// Decodes every input to 16 kHz mono, reserving what it holds in `reservation`. An input
+/// that cannot be read (bad base64, unknown format, damaged file, no audio) fails alone, with
+/// an error that names it; the request's limits (`LimitExceeded`) and the server's budget
+/// (`Overloaded`) fail the whole request.
 pub(crate) fn decode_inputs(
     inputs: Vec<RawInput>,
     limits: AudioLimits,
     reservation: &mut Reservation,
-) -> Result<Vec<(String, Vec<f32>)>> {
+) -> Result<Vec<Decoded>> {
+    let mut out = Vec::with_capacity(inputs.len());
     let mut total_seconds = 0.0;
     let mut total_bytes = 0u64;
-    let mut out = Vec::with_capacity(inputs.len());
-    let f32_bytes = std::mem::size_of::<f32>() as u64;
     for input in inputs {
-        let name = input.id;
-        let bytes = match input.payload {
-            Payload::Bytes(b) => b,
-            Payload::Base64(text) => base64::engine::general_purpose::STANDARD
-                .decode(text.trim())
-                .map_err(|e| {
-                    Error::invalid_input(format!("{name}: audio_base64 is not valid base64: {e}"))
-                })?,
-        };
-        let over_bytes = |total: u64| {
-            Error::limit(
-                "max_decoded_bytes",
-                format!("{} bytes per request", limits.max_decoded_bytes),
-                format!("{total} bytes of 16 kHz f32 samples (counting up to input {name:?})"),
-            )
-        };
-        let samples = match input.format {
-            AudioFormat::Encoded => {
-                let limit = if total_seconds > 0.0 {
-                    format!(
-                        "max_audio_seconds ({} s per request, {total_seconds:.1} s of it taken by earlier inputs)",
-                        limits.max_audio_seconds
-                    )
-                } else {
-                    format!(
-                        "max_audio_seconds ({} s per request)",
-                        limits.max_audio_seconds
-                    )
-                };
-                let mut on_samples = |n: usize| {
-                    let add = n as u64 * f32_bytes;
-                    total_bytes += add;
-                    if total_bytes > limits.max_decoded_bytes {
-                        return Err(over_bytes(total_bytes));
-                    }
-                    reservation.grow(add)
-                };
-                // Files keep their channels apart until after resampling, so that the
-                // conversion matches `dicta transcribe` and faster-whisper bit for bit.
-                let samples = load_owned_bounded(
-                    bytes,
-                    &name,
-                    Bounds {
-                        max_seconds: limits.max_audio_seconds - total_seconds,
-                        limit: &limit,
-                        on_samples: &mut on_samples,
-                    },
-                )?;
-                total_seconds += samples.len() as f64 / f64::from(SAMPLE_RATE);
-                samples
+        let name = input.id.clone();
+        match decode_one(
+            input,
+            limits,
+            reservation,
+            &mut total_seconds,
+            &mut total_bytes,
+        ) {
+            Ok(samples) => out.push((name, Ok(samples))),
+            Err(e) if matches!(e.kind, ErrorKind::LimitExceeded | ErrorKind::Overloaded) => {
+                return Err(e)
             }
-            AudioFormat::Pcm {
-                encoding,
-                sample_rate,
-            } => {
-                // Raw PCM is at most the body in size: its duration is known before converting.
-                let audio = decode_raw_pcm(&bytes, encoding, sample_rate, &name)?;
-                drop(bytes);
-                total_seconds += audio.duration();
-                if total_seconds > limits.max_audio_seconds {
-                    return Err(Error::limit(
-                        "max_audio_seconds",
-                        format!("{} s per request", limits.max_audio_seconds),
-                        format!("{total_seconds:.1} s (counting up to input {name:?})"),
-                    ));
-                }
-                let add = (audio.duration() * f64::from(SAMPLE_RATE)).ceil() as u64 * f32_bytes;
-                total_bytes += add;
-                if total_bytes > limits.max_decoded_bytes {
-                    return Err(over_bytes(total_bytes));
-                }
-                reservation.grow(add)?;
-                audio.into_16k()?
-            }
-        };
-        out.push((name, samples));
+            Err(e) => out.push((name, Err(e))),
+        }
     }
     Ok(out)
+}
+
+/// Decodes one input, adding what it holds to the request's running totals.
+fn decode_one(
+    input: RawInput,
+    limits: AudioLimits,
+    reservation: &mut Reservation,
+    total_seconds: &mut f64,
+    total_bytes: &mut u64,
+) -> Result<Vec<f32>> {
+    let f32_bytes = std::mem::size_of::<f32>() as u64;
+    let name = input.id;
+    let bytes = match input.payload {
+        Payload::Bytes(b) => b,
+        Payload::Base64(text) => base64::engine::general_purpose::STANDARD
+            .decode(text.trim())
+            .map_err(|e| {
+                Error::invalid_input(format!("{name}: audio_base64 is not valid base64: {e}"))
+            })?,
+    };
+    let over_bytes = |total: u64| {
+        Error::limit(
+            "max_decoded_bytes",
+            format!("{} bytes per request", limits.max_decoded_bytes),
+            format!("{total} bytes of 16 kHz f32 samples (counting up to input {name:?})"),
+        )
+    };
+    let before = *total_seconds;
+    match input.format {
+        AudioFormat::Encoded => {
+            let limit = if before > 0.0 {
+                format!(
+                    "max_audio_seconds ({} s per request, {before:.1} s of it taken by earlier inputs)",
+                    limits.max_audio_seconds
+                )
+            } else {
+                format!(
+                    "max_audio_seconds ({} s per request)",
+                    limits.max_audio_seconds
+                )
+            };
+            let mut on_samples = |n: usize| {
+                let add = n as u64 * f32_bytes;
+                *total_bytes += add;
+                if *total_bytes > limits.max_decoded_bytes {
+                    return Err(over_bytes(*total_bytes));
+                }
+                reservation.grow(add)
+            };
+            // Files keep their channels apart until after resampling, so that the conversion
+            // matches `dicta transcribe` and faster-whisper bit for bit.
+            let samples = load_owned_bounded(
+                bytes,
+                &name,
+                Bounds {
+                    max_seconds: limits.max_audio_seconds - before,
+                    limit: &limit,
+                    on_samples: &mut on_samples,
+                },
+            )?;
+            *total_seconds += samples.len() as f64 / f64::from(SAMPLE_RATE);
+            Ok(samples)
+        }
+        AudioFormat::Pcm {
+            encoding,
+            sample_rate,
+        } => {
+            // Raw PCM is at most the body in size: its duration is known before converting.
+            let audio = decode_raw_pcm(&bytes, encoding, sample_rate, &name)?;
+            drop(bytes);
+            *total_seconds += audio.duration();
+            if *total_seconds > limits.max_audio_seconds {
+                let total = *total_seconds;
+                return Err(Error::limit(
+                    "max_audio_seconds",
+                    format!("{} s per request", limits.max_audio_seconds),
+                    format!("{total:.1} s (counting up to input {name:?})"),
+                ));
+            }
+            let add = (audio.duration() * f64::from(SAMPLE_RATE)).ceil() as u64 * f32_bytes;
+            *total_bytes += add;
+            if *total_bytes > limits.max_decoded_bytes {
+                return Err(over_bytes(*total_bytes));
+            }
+            reservation.grow(add)?;
+            audio.into_16k()
+        }
+    }
 }
 
 #[cfg(test)]
@@ -232,10 +262,36 @@ mod tests {
         }
     }
 
+    /// Every input decoded, or the first error (request-level or per input).
     fn decode(inputs: Vec<RawInput>, limits: AudioLimits) -> Result<Vec<(String, Vec<f32>)>> {
         let budget = AudioBudget::new(1 << 40);
         let mut r = budget.reservation();
-        decode_inputs(inputs, limits, &mut r)
+        decode_inputs(inputs, limits, &mut r)?
+            .into_iter()
+            .map(|(id, s)| s.map(|s| (id, s)))
+            .collect()
+    }
+
+    #[test]
+    fn a_broken_input_fails_alone() {
+        let budget = AudioBudget::new(1 << 40);
+        let mut r = budget.reservation();
+        let junk = RawInput {
+            id: "junk.wav".into(),
+            payload: Payload::Bytes(b"definitely not audio at all".to_vec()),
+            format: AudioFormat::Encoded,
+        };
+        let out = decode_inputs(
+            vec![junk, pcm("good", &[0, 100, -100], 16_000)],
+            LOOSE,
+            &mut r,
+        )
+        .unwrap();
+        assert_eq!(out.len(), 2);
+        assert_eq!(out[0].0, "junk.wav");
+        let e = out[0].1.as_ref().unwrap_err();
+        assert!(e.message.contains("junk.wav"), "{}", e.message);
+        assert_eq!(out[1].1.as_ref().unwrap().len(), 3);
     }
 
     const LOOSE: AudioLimits = AudioLimits {
@@ -462,7 +518,7 @@ mod bomb_tests {
             &mut first,
         )
         .unwrap();
-        assert_eq!(got[0].1.len(), 16_000);
+        assert_eq!(got[0].1.as_ref().unwrap().len(), 16_000);
         assert_eq!(budget.used(), 64_000);
         let mut second = budget.reservation();
         let e = decode_inputs(

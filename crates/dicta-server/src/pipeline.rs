@@ -150,12 +150,34 @@ impl Pipeline {
         .map_err(|e| Error::internal(format!("audio decoding task failed: {e}")))??;
         // No await between here and the enqueue: once the gauge drops, the job is queued.
         drop(decoding);
+        // Inputs that could not be read fail alone; the others go to the backend.
+        let mut slots: Vec<std::result::Result<usize, Error>> = Vec::with_capacity(decoded.len());
+        let mut good = Vec::with_capacity(decoded.len());
+        for (id, samples) in decoded {
+            match samples {
+                Ok(s) => {
+                    slots.push(Ok(good.len()));
+                    good.push((id, s));
+                }
+                Err(e) => slots.push(Err(e)),
+            }
+        }
+        if good.is_empty() {
+            return Ok(TranscribeOutcome {
+                results: slots.into_iter().filter_map(|s| s.err()).map(Err).collect(),
+                request_seconds: started.elapsed().as_secs_f64(),
+                queue_seconds: 0.0,
+                group_requests: 0,
+                group_inputs: 0,
+                stats: Arc::new(Stats::default()),
+            });
+        }
         // Schedule. Dropping this future (client gone, timeout) sets `gone`, which cancels
         // what the backend has not done yet.
         let gone = Arc::new(AtomicBool::new(false));
         let _gone_on_drop = SetOnDrop(gone.clone());
         let cancel = Cancel::from_flag(gone);
-        let inputs = decoded
+        let inputs = good
             .into_iter()
             .map(|(id, samples)| BackendInput {
                 id,
@@ -187,8 +209,18 @@ impl Pipeline {
         let reply = rx.await.map_err(|_| {
             Error::internal("the batcher stopped before answering (see the server log)")
         })?;
+        let mut done = reply.results.into_iter();
+        let results = slots
+            .into_iter()
+            .map(|slot| match slot {
+                Ok(_) => done.next().unwrap_or_else(|| {
+                    Err(Error::internal("the backend returned too few results"))
+                }),
+                Err(e) => Err(e),
+            })
+            .collect();
         Ok(TranscribeOutcome {
-            results: reply.results,
+            results,
             request_seconds: started.elapsed().as_secs_f64(),
             queue_seconds: reply.queue_seconds,
             group_requests: reply.group_requests,

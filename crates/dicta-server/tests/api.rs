@@ -219,6 +219,37 @@ async fn batch_results_keep_input_order_with_per_input_errors() {
     assert!(v["request_seconds"].as_f64().unwrap() >= v["queue_seconds"].as_f64().unwrap());
     assert_eq!(v["request_id"].as_str().unwrap().len(), 36);
 
+    // Undecodable inputs fail alone, as in the CLI: garbage, bad base64 and an empty file
+    // each get their error in place; the good inputs around them are still transcribed.
+    let mut body = batch_body(&[("good", &a), ("good2", &b)]);
+    let inputs = body["inputs"].as_array_mut().unwrap();
+    inputs.insert(
+        1,
+        serde_json::json!({"id": "junk", "audio_base64": "bm90IGF1ZGlv"}),
+    );
+    inputs.insert(2, serde_json::json!({"id": "b64", "audio_base64": "!!!"}));
+    inputs.push(serde_json::json!({"id": "empty", "audio_base64": ""}));
+    let r = client
+        .post(server.url("/transcribe"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let v: Value = r.json().await.unwrap();
+    let results = v["results"].as_array().unwrap();
+    let ids: Vec<&str> = results.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["good", "junk", "b64", "good2", "empty"]);
+    assert_eq!(results[0]["text"], expected(&a, Task::Transcribe));
+    assert_eq!(results[3]["text"], expected(&b, Task::Transcribe));
+    assert_eq!(results[1]["error"]["type"], "unsupported_format", "{v}");
+    assert_eq!(results[2]["error"]["type"], "invalid_input", "{v}");
+    assert_eq!(results[4]["error"]["type"], "empty_input", "{v}");
+    assert_eq!(
+        v["group_inputs"], 2,
+        "only the readable inputs reach the backend"
+    );
+
     // Malformed JSON and unknown parameters are refused with 400.
     let r = client
         .post(server.url("/transcribe"))
