@@ -262,11 +262,33 @@ unsafe fn gelu_slice_avx2(src: &[f32], dst: &mut [f32]) {
 
 #[inline(always)]
 fn softmax_in_place<const FMA: bool>(x: &mut [f32]) {
-    let max = x.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+    let max = max_of(x);
     for v in x.iter_mut() {
         *v = exp::<FMA>(*v - max);
     }
     normalise(x);
+}
+
+/// The largest value, in eight lanes of plain comparisons so that it vectorises (`f32::max`
+/// does not). The maximum does not depend on the order, so this is exactly the serial fold;
+/// NaNs are skipped as `f32::max` skips them (they still poison the row through `exp`).
+#[inline(always)]
+fn max_of(x: &[f32]) -> f32 {
+    let mut acc = [f32::NEG_INFINITY; 8];
+    let mut chunks = x.chunks_exact(8);
+    for c in &mut chunks {
+        for (a, &v) in acc.iter_mut().zip(c) {
+            *a = if v > *a { v } else { *a };
+        }
+    }
+    let mut m = chunks
+        .remainder()
+        .iter()
+        .fold(f32::NEG_INFINITY, |m, &v| if v > m { v } else { m });
+    for a in acc {
+        m = if a > m { a } else { m };
+    }
+    m
 }
 
 /// Divides by the sum (of non-negative values).
@@ -425,6 +447,21 @@ mod tests {
         assert!(exp::<false>(-1e30) < 1e-37);
         assert!(exp::<true>(f32::NEG_INFINITY) < 1e-37);
         assert!(exp::<false>(0.0) == 1.0);
+    }
+
+    #[test]
+    fn lane_max_equals_the_serial_fold() {
+        for n in [0usize, 1, 7, 8, 9, 1500, 1501] {
+            let mut x: Vec<f32> = (0..n)
+                .map(|i| ((i * 7919 % 1013) as f32 - 500.0) / 7.0)
+                .collect();
+            if n > 3 {
+                x[2] = f32::NEG_INFINITY;
+                x[n - 1] = f32::NAN;
+            }
+            let serial = x.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+            assert_eq!(max_of(&x).to_bits(), serial.to_bits(), "n {n}");
+        }
     }
 
     #[test]
