@@ -107,6 +107,25 @@ fn vorbis_matches_libvorbis() {
     assert_eq!(lag, 0);
 }
 
+/// MP4/AAC (`.m4a`, made by FFmpeg's encoder): symphonia's AAC decoder against FFmpeg's.
+#[test]
+fn aac_in_mp4_matches_ffmpeg() {
+    let (snr, lag) = lossy_parity("speech.m4a", "speech_m4a.ref.npy");
+    assert!(snr >= 30.0, "SNR {snr:.1} dB");
+    assert_eq!(
+        lag, 0,
+        "the encoder delay must be trimmed as FFmpeg trims it"
+    );
+}
+
+/// A WAV written by `ffmpeg -f wav pipe:1` (RIFF and data sizes left at 0xFFFFFFFF) decodes
+/// to the end, sample for sample.
+#[test]
+fn piped_wav_reads_to_the_end() {
+    let audio = decode_path(&fixture("piped.wav")).unwrap();
+    assert_eq!(audio.samples, npy("pcm_s16.expected.npy"));
+}
+
 #[test]
 fn bytes_and_path_decode_identically() {
     for file in [
@@ -115,6 +134,8 @@ fn bytes_and_path_decode_identically() {
         "speech_s16.flac",
         "speech.mp3",
         "speech.ogg",
+        "speech.m4a",
+        "piped.wav",
         "jfk_44k1_stereo.flac",
     ] {
         let path = fixture(file);

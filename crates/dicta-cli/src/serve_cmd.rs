@@ -81,7 +81,7 @@ pub struct ServeArgs {
     /// CPU threads for the model (default: all cores).
     #[arg(long, env = "DICTA_THREADS")]
     pub threads: Option<usize>,
-    /// Whisper weights: float32, or int8 (decoder weights quantised; needs a CPU with VNNI).
+    /// Whisper weights: float32, or int8 (every linear layer int8; needs a CPU with VNNI).
     #[arg(long, env = "DICTA_COMPUTE_TYPE", default_value = "float32", value_parser = crate::transcribe_cmd::parse_compute_type)]
     pub compute_type: dicta_models::whisper::ComputeType,
 }

@@ -65,7 +65,8 @@ pub struct TranscribeArgs {
     /// Write the results here instead of standard output.
     #[arg(long, short)]
     pub output: Option<PathBuf>,
-    /// For text/srt/vtt: write one file per input (`<stem>.<ext>`) into this folder.
+    /// For text/srt/vtt: write one file per input (`<stem>.<ext>`) into this folder; inputs
+    /// sharing a stem keep their extension (`jfk.mp3.srt`), same names get the input's position.
     #[arg(long)]
     pub output_dir: Option<PathBuf>,
     /// Output format.
@@ -86,8 +87,8 @@ pub struct TranscribeArgs {
     /// CPU threads for the model (default: all cores).
     #[arg(long, env = "DICTA_THREADS")]
     pub threads: Option<usize>,
-    /// Whisper weights: float32, or int8 (decoder weights quantised; needs an x86 CPU with
-    /// AVX512-VNNI/AVX-VNNI, otherwise float32 is used with a warning).
+    /// Whisper weights: float32, or int8 (every linear layer of encoder and decoder int8; needs
+    /// an x86 CPU with AVX512-VNNI/AVX-VNNI, otherwise float32 is used with a warning).
     #[arg(long, env = "DICTA_COMPUTE_TYPE", default_value = "float32", value_parser = parse_compute_type)]
     pub compute_type: ComputeType,
     /// Long-form mode for recordings over 30 s.
@@ -381,6 +382,52 @@ fn render_one(format: OutputFormat, t: &Transcript) -> String {
     }
 }
 
+/// One file name per input for `--output-dir`, never the same twice: `<stem>.<ext>`; inputs
+/// sharing a stem keep their own extension (`jfk.mp3.srt`, `jfk.wav.srt`); names still equal
+/// (the same file name in different folders) get the input's position (`jfk.wav-2.srt`).
+fn output_names(inputs: &[Input], ext: &str) -> Vec<String> {
+    use std::collections::HashMap;
+    let path = |i: &Input| Path::new(&i.audio).to_path_buf();
+    let stem = |i: &Input| {
+        path(i)
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| i.id.clone())
+    };
+    let mut stems: HashMap<String, usize> = HashMap::new();
+    for i in inputs {
+        *stems.entry(stem(i)).or_default() += 1;
+    }
+    let bases: Vec<String> = inputs
+        .iter()
+        .map(|i| {
+            let st = stem(i);
+            if stems[&st] == 1 {
+                return st;
+            }
+            path(i)
+                .file_name()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or(st)
+        })
+        .collect();
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    for b in &bases {
+        *seen.entry(b.as_str()).or_default() += 1;
+    }
+    bases
+        .iter()
+        .enumerate()
+        .map(|(k, b)| {
+            if seen[b.as_str()] == 1 {
+                format!("{b}.{ext}")
+            } else {
+                format!("{b}-{}.{ext}", k + 1)
+            }
+        })
+        .collect()
+}
+
 fn write_results(
     args: &TranscribeArgs,
     inputs: &[Input],
@@ -394,13 +441,10 @@ fn write_results(
             OutputFormat::Vtt => "vtt",
             _ => "txt",
         };
-        for (input, r) in inputs.iter().zip(results) {
+        let names = output_names(inputs, ext);
+        for (r, name) in results.iter().zip(&names) {
             if let Ok(t) = r {
-                let stem = Path::new(&input.audio)
-                    .file_stem()
-                    .map(|s| s.to_string_lossy().into_owned())
-                    .unwrap_or_else(|| input.id.clone());
-                let path = dir.join(format!("{stem}.{ext}"));
+                let path = dir.join(name);
                 fs::write(&path, render_one(args.format, t))
                     .with_context(|| format!("cannot write {}", path.display()))?;
             }
@@ -449,4 +493,43 @@ fn write_results(
 /// Parses `--compute-type` (float32 | int8).
 pub(crate) fn parse_compute_type(s: &str) -> std::result::Result<ComputeType, String> {
     s.parse::<ComputeType>().map_err(|e| e.message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dicta_engine::AudioSource;
+
+    fn input(audio: &str) -> Input {
+        Input {
+            id: audio.to_string(),
+            audio: audio.to_string(),
+            source: AudioSource::Path(audio.into()),
+        }
+    }
+
+    #[test]
+    fn output_names_never_collide() {
+        let inputs: Vec<Input> = [
+            "a/jfk.mp3",
+            "a/jfk.ogg",
+            "a/jfk.wav",
+            "b/jfk.wav",
+            "talk.flac",
+        ]
+        .iter()
+        .map(|p| input(p))
+        .collect();
+        let names = output_names(&inputs, "srt");
+        assert_eq!(
+            names,
+            [
+                "jfk.mp3.srt",
+                "jfk.ogg.srt",
+                "jfk.wav-3.srt",
+                "jfk.wav-4.srt",
+                "talk.srt"
+            ]
+        );
+    }
 }

@@ -1,5 +1,5 @@
-//! Container decoding through symphonia (WAV, FLAC, MP3, OGG/Vorbis), packet by packet into a
-//! [`Sink`] that receives per-channel planes.
+//! Container decoding through symphonia (WAV, FLAC, MP3, OGG/Vorbis, MP4/AAC/ALAC, Matroska),
+//! packet by packet into a [`Sink`] that receives per-channel planes.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -63,8 +63,10 @@ fn decode_unguarded(
 ) -> Result<()> {
     let known_magic = starts_with_known_magic(&mut *source)
         .map_err(|e| Error::new(ErrorKind::Io, format!("{name}: cannot read: {e}")))?;
-    let source = super::wav_fix::repair(source)
+    let mut source = super::wav_fix::repair(source)
         .map_err(|e| Error::new(ErrorKind::Io, format!("{name}: cannot read: {e}")))?;
+    // MP4 priming and padding, which symphonia's MP4 reader leaves in.
+    let trim = super::mp4_trim::read(&mut *source);
     let mut hint = Hint::new();
     if let Some(ext) = std::path::Path::new(name)
         .extension()
@@ -85,7 +87,7 @@ fn decode_unguarded(
             SymError::Unsupported(_) => Error::new(
                 ErrorKind::UnsupportedFormat,
                 format!(
-                    "{name}: not a recognised audio format (supported: WAV, FLAC, MP3, OGG/Vorbis, raw PCM)"
+                    "{name}: not a recognised audio format (supported: WAV, FLAC, MP3, OGG/Vorbis, M4A/MP4 with AAC or ALAC, Matroska/WebM with Vorbis, FLAC or AAC, raw PCM)"
                 ),
             ),
             // The prober scans past junk for a marker; if the file does not start like a
@@ -93,7 +95,7 @@ fn decode_unguarded(
             _ if !known_magic => Error::new(
                 ErrorKind::UnsupportedFormat,
                 format!(
-                    "{name}: not a recognised audio format (no WAV/FLAC/MP3/OGG header at the start; raw PCM needs its encoding and rate given)"
+                    "{name}: not a recognised audio format (no WAV/FLAC/MP3/OGG/MP4/Matroska header at the start; raw PCM needs its encoding and rate given)"
                 ),
             ),
             SymError::IoError(ref io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
@@ -137,6 +139,8 @@ fn decode_unguarded(
     // One packet's planes, reused.
     let mut planes: Vec<Vec<f32>> = Vec::new();
     let mut have = 0u64;
+    // Frames the decoder produced, before any MP4 trim.
+    let mut decoded_frames = 0u64;
 
     loop {
         let packet = match format.next_packet() {
@@ -189,6 +193,15 @@ fn decode_unguarded(
         }
         planes.iter_mut().for_each(Vec::clear);
         append_planes(&decoded, &mut planes, name, sample_rate, have)?;
+        if let Some(t) = trim {
+            // Drop the first `skip` decoded frames of the stream.
+            let (start, end) = (decoded_frames, decoded_frames + planes[0].len() as u64);
+            decoded_frames = end;
+            let lo = (t.skip.clamp(start, end) - start) as usize;
+            for p in planes.iter_mut() {
+                p.drain(..lo.min(p.len()));
+            }
+        }
         let frames = planes[0].len();
         if frames > 0 {
             have += frames as u64;
@@ -233,7 +246,8 @@ fn decode_unguarded(
 }
 
 /// Whether the stream starts with the signature of a container we decode (RIFF/WAVE, fLaC,
-/// OggS, an ID3 tag or an MPEG audio frame sync). Rewinds the source afterwards.
+/// OggS, an MP4 `ftyp` box, a Matroska/WebM EBML header, an ID3 tag or an MPEG audio frame
+/// sync). Rewinds the source afterwards.
 fn starts_with_known_magic(source: &mut dyn MediaSource) -> std::io::Result<bool> {
     use std::io::SeekFrom;
     let mut head = [0u8; 12];
@@ -248,6 +262,8 @@ fn starts_with_known_magic(source: &mut dyn MediaSource) -> std::io::Result<bool
     let h = &head[..got];
     Ok(h.starts_with(b"fLaC")
         || h.starts_with(b"OggS")
+        || (h.len() >= 8 && &h[4..8] == b"ftyp")
+        || h.starts_with(&[0x1A, 0x45, 0xDF, 0xA3])
         || h.starts_with(b"ID3")
         || ((h.starts_with(b"RIFF") || h.starts_with(b"RIFX") || h.starts_with(b"RF64"))
             && (h.len() < 12 || &h[8..12] == b"WAVE"))

@@ -18,6 +18,7 @@
 //! [`ErrorKind::Io`]: dicta_core::ErrorKind::Io
 
 mod container;
+mod mp4_trim;
 mod pcm;
 mod wav_fix;
 

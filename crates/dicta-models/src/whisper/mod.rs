@@ -34,7 +34,7 @@ pub enum WeightFormat {
     HuggingFace,
 }
 
-/// A loaded Whisper model on one device (f32 weights, or q8_0 decoder weights for [`ComputeType::Int8`]).
+/// A loaded Whisper model on one device (f32 weights, or int8 linear layers for [`ComputeType::Int8`]).
 pub struct Whisper {
     /// Dimensions, special tokens and decoding metadata.
     pub config: WhisperConfig,

@@ -1,0 +1,153 @@
+//! The edit list of an MP4/M4A audio track: how many decoded samples at the start are encoder
+//! priming (AAC encoders prepend 1024–2112 samples). FFmpeg (and so faster-whisper) drops them;
+//! symphonia's MP4 reader does not, so without this every AAC file would start with tens of
+//! milliseconds of priming and every timestamp would be late by as much. Like FFmpeg's decode,
+//! the end (the encoder's padding up to a whole frame) is kept.
+
+use std::io::SeekFrom;
+
+use symphonia::core::io::MediaSource;
+
+/// Largest `moov` box read (the index of a multi-hour file is a few MB).
+const MAX_MOOV: u64 = 32 << 20;
+
+/// Samples to drop at the start (at the audio track's own timescale, which for audio is its
+/// sample rate).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Trim {
+    pub skip: u64,
+}
+
+/// The first audio track's edit, or `None` when `source` is not an MP4 file, has no edit list,
+/// or anything looks off (then nothing is trimmed). Rewinds the source.
+pub(super) fn read(source: &mut dyn MediaSource) -> Option<Trim> {
+    let trim = find(source);
+    source.seek(SeekFrom::Start(0)).ok()?;
+    trim
+}
+
+fn find(source: &mut dyn MediaSource) -> Option<Trim> {
+    let total = source.byte_len()?;
+    let mut at = 0u64;
+    let mut head = [0u8; 16];
+    // Top level: skip everything (mdat can be gigabytes) until `moov`.
+    while at + 8 <= total {
+        source.seek(SeekFrom::Start(at)).ok()?;
+        source.read_exact(&mut head[..8]).ok()?;
+        let mut size = u64::from(be32(&head[0..4]));
+        let kind: [u8; 4] = [head[4], head[5], head[6], head[7]];
+        let mut header = 8;
+        if size == 1 {
+            source.read_exact(&mut head[8..16]).ok()?;
+            size = be64(&head[8..16]);
+            header = 16;
+        } else if size == 0 {
+            size = total - at;
+        }
+        if size < header {
+            return None;
+        }
+        if &kind == b"moov" {
+            if size > MAX_MOOV {
+                return None;
+            }
+            let mut moov = vec![0u8; (size - header) as usize];
+            source.read_exact(&mut moov).ok()?;
+            return from_moov(&moov);
+        }
+        at += size;
+    }
+    None
+}
+
+/// Children of a box body: (type, body).
+fn boxes(mut b: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
+    std::iter::from_fn(move || {
+        if b.len() < 8 {
+            return None;
+        }
+        let size = be32(&b[0..4]) as usize;
+        let (size, header) = match size {
+            1 if b.len() >= 16 => (usize::try_from(be64(&b[8..16])).ok()?, 16),
+            0 => (b.len(), 8),
+            s => (s, 8),
+        };
+        if size < header || size > b.len() {
+            return None;
+        }
+        let (kind, body) = (&b[4..8], &b[header..size]);
+        b = &b[size..];
+        Some((kind, body))
+    })
+}
+
+fn child<'a>(body: &'a [u8], kind: &[u8]) -> Option<&'a [u8]> {
+    boxes(body).find(|(k, _)| *k == kind).map(|(_, b)| b)
+}
+
+fn from_moov(moov: &[u8]) -> Option<Trim> {
+    for (kind, trak) in boxes(moov) {
+        if kind != b"trak" {
+            continue;
+        }
+        let mdia = child(trak, b"mdia")?;
+        let hdlr = child(mdia, b"hdlr")?;
+        if hdlr.len() < 12 || &hdlr[8..12] != b"soun" {
+            continue;
+        }
+        let elst = child(trak, b"edts").and_then(|e| child(e, b"elst"))?;
+        let (version, count) = (elst.first()?, be32(elst.get(4..8)?));
+        // One edit (the usual priming trim); an empty edit first (a delayed start) or several
+        // edits are left to the decoder as they are.
+        if count != 1 {
+            return None;
+        }
+        let media_time = match version {
+            0 => i64::from(be32(elst.get(12..16)?) as i32),
+            1 => be64(elst.get(16..24)?) as i64,
+            _ => return None,
+        };
+        // media_time is in the media's timescale, the audio sample rate (mdhd).
+        if media_time <= 0 {
+            return None;
+        }
+        return Some(Trim {
+            skip: media_time as u64,
+        });
+    }
+    None
+}
+
+fn be32(b: &[u8]) -> u32 {
+    u32::from_be_bytes([b[0], b[1], b[2], b[3]])
+}
+
+fn be64(b: &[u8]) -> u64 {
+    u64::from_be_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> std::path::PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/audio")
+            .join(name)
+    }
+
+    #[test]
+    fn ffmpeg_m4a_has_its_priming_edit() {
+        let mut f = std::fs::File::open(fixture("speech.m4a")).unwrap();
+        let t = read(&mut f).expect("an edit list");
+        assert_eq!(t.skip, 1024, "FFmpeg's AAC encoder primes 1024 samples");
+    }
+
+    #[test]
+    fn other_files_have_none() {
+        for name in ["pcm_s16.wav", "speech.mp3", "speech_s16.flac"] {
+            let mut f = std::fs::File::open(fixture(name)).unwrap();
+            assert_eq!(read(&mut f), None, "{name}");
+        }
+    }
+}
