@@ -66,6 +66,17 @@ fn default_home() -> PathBuf {
 /// call allocates and frees the same large activations, and glibc's defaults (mmap above a
 /// dynamic threshold, trimming the heap top) turned each into fresh zeroed pages — 2.3 M page
 /// faults and 7% of the CPU time of an 8 × 30 s run, against 0.14 M with these settings.
+/// The machine's memory in KiB (`MemTotal` in /proc/meminfo), where the OS reports it (Linux).
+pub(crate) fn mem_total_kib() -> Option<u64> {
+    let m = std::fs::read_to_string("/proc/meminfo").ok()?;
+    m.lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn tune_allocator() {
     // SAFETY: mallopt only sets allocator parameters; called before any other thread exists.

@@ -287,12 +287,7 @@ pub fn run(args: &ServeArgs, g: &Globals) -> Result<u8> {
 /// A quarter of the machine's memory (`MemTotal` in /proc/meminfo), at least 256 MiB; 2 GiB
 /// where that cannot be read.
 fn default_pending_audio_mib() -> u64 {
-    let kib = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
-        m.lines()
-            .find_map(|l| l.strip_prefix("MemTotal:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-    });
-    kib.map_or(2048, |k| (k / 1024 / 4).max(256))
+    crate::mem_total_kib().map_or(2048, |k| (k / 1024 / 4).max(256))
 }
 
 #[cfg(test)]

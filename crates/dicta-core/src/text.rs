@@ -1,5 +1,10 @@
 //! Text helpers shared by the engine and the transports.
 
+/// Bytes of a prompt worth keeping: Whisper conditions on a prompt's last 223 tokens, which a
+/// tail of this many bytes always holds (a token is rarely over 16 bytes). The engine tokenizes
+/// no more than this and the server keeps no more than this of an uploaded prompt.
+pub const PROMPT_TAIL_BYTES: usize = 8 << 10;
+
 /// The end of `text` that fits in `max` bytes, starting at a word (after a whitespace
 /// character), or all of `text` when it fits.
 ///

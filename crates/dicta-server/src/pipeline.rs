@@ -131,7 +131,7 @@ impl Pipeline {
         // Validation. Whisper uses only a prompt's last tokens: keep the tail that holds them,
         // so a huge prompt costs nothing on the batch thread.
         if let Some(p) = req.options.prompt.as_mut() {
-            let max = crate::routes::MAX_PROMPT_BYTES;
+            let max = dicta_core::text::PROMPT_TAIL_BYTES;
             if p.len() > max {
                 *p = dicta_core::text::prompt_tail(p, max).to_string();
             }

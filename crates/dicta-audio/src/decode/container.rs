@@ -65,8 +65,8 @@ fn decode_unguarded(
         .map_err(|e| Error::new(ErrorKind::Io, format!("{name}: cannot read: {e}")))?;
     let mut source = super::wav_fix::repair(source)
         .map_err(|e| Error::new(ErrorKind::Io, format!("{name}: cannot read: {e}")))?;
-    // MP4 priming and padding, which symphonia's MP4 reader leaves in.
-    let trim = super::mp4_trim::read(&mut *source);
+    // MP4 encoder priming, which symphonia's MP4 reader leaves in.
+    let skip = super::mp4_trim::priming(&mut *source);
     let mut hint = Hint::new();
     if let Some(ext) = std::path::Path::new(name)
         .extension()
@@ -193,11 +193,11 @@ fn decode_unguarded(
         }
         planes.iter_mut().for_each(Vec::clear);
         append_planes(&decoded, &mut planes, name, sample_rate, have)?;
-        if let Some(t) = trim {
+        if let Some(skip) = skip {
             // Drop the first `skip` decoded frames of the stream.
             let (start, end) = (decoded_frames, decoded_frames + planes[0].len() as u64);
             decoded_frames = end;
-            let lo = (t.skip.clamp(start, end) - start) as usize;
+            let lo = (skip.clamp(start, end) - start) as usize;
             for p in planes.iter_mut() {
                 p.drain(..lo.min(p.len()));
             }

@@ -11,22 +11,17 @@ use symphonia::core::io::MediaSource;
 /// Largest `moov` box read (the index of a multi-hour file is a few MB).
 const MAX_MOOV: u64 = 32 << 20;
 
-/// Samples to drop at the start (at the audio track's own timescale, which for audio is its
-/// sample rate).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Trim {
-    pub skip: u64,
-}
-
-/// The first audio track's edit, or `None` when `source` is not an MP4 file, has no edit list,
-/// or anything looks off (then nothing is trimmed). Rewinds the source.
-pub(super) fn read(source: &mut dyn MediaSource) -> Option<Trim> {
+/// Decoded frames to drop at the start of the first audio track (its edit's media time, in
+/// the track's timescale, which for audio is its sample rate), or `None` when `source` is not
+/// an MP4 file, has no edit list, or anything looks off (then nothing is dropped). Rewinds the
+/// source.
+pub(super) fn priming(source: &mut dyn MediaSource) -> Option<u64> {
     let trim = find(source);
     source.seek(SeekFrom::Start(0)).ok()?;
     trim
 }
 
-fn find(source: &mut dyn MediaSource) -> Option<Trim> {
+fn find(source: &mut dyn MediaSource) -> Option<u64> {
     let total = source.byte_len()?;
     let mut at = 0u64;
     let mut head = [0u8; 16];
@@ -85,7 +80,7 @@ fn child<'a>(body: &'a [u8], kind: &[u8]) -> Option<&'a [u8]> {
     boxes(body).find(|(k, _)| *k == kind).map(|(_, b)| b)
 }
 
-fn from_moov(moov: &[u8]) -> Option<Trim> {
+fn from_moov(moov: &[u8]) -> Option<u64> {
     for (kind, trak) in boxes(moov) {
         if kind != b"trak" {
             continue;
@@ -111,9 +106,7 @@ fn from_moov(moov: &[u8]) -> Option<Trim> {
         if media_time <= 0 {
             return None;
         }
-        return Some(Trim {
-            skip: media_time as u64,
-        });
+        return Some(media_time as u64);
     }
     None
 }
@@ -139,15 +132,18 @@ mod tests {
     #[test]
     fn ffmpeg_m4a_has_its_priming_edit() {
         let mut f = std::fs::File::open(fixture("speech.m4a")).unwrap();
-        let t = read(&mut f).expect("an edit list");
-        assert_eq!(t.skip, 1024, "FFmpeg's AAC encoder primes 1024 samples");
+        assert_eq!(
+            priming(&mut f),
+            Some(1024),
+            "FFmpeg's AAC encoder primes 1024 samples"
+        );
     }
 
     #[test]
     fn other_files_have_none() {
         for name in ["pcm_s16.wav", "speech.mp3", "speech_s16.flac"] {
             let mut f = std::fs::File::open(fixture(name)).unwrap();
-            assert_eq!(read(&mut f), None, "{name}");
+            assert_eq!(priming(&mut f), None, "{name}");
         }
     }
 }

@@ -133,11 +133,16 @@ impl Swr {
 
     /// Outputs whose window `[s, s + taps)` lies inside the first `end` extended samples.
     fn fitting(&self, end: usize) -> usize {
-        if end < self.taps {
+        self.fitting_width(end, self.taps)
+    }
+
+    /// Outputs whose first `width` window samples `[s, s + width)` lie inside the first `end`.
+    fn fitting_width(&self, end: usize, width: usize) -> usize {
+        if end < width {
             return 0;
         }
-        // s_k <= end - taps  <=>  k * dst_incr < (end - taps + 1) * src_incr * phases.
-        let limit = (end - self.taps + 1) as u128 * self.src_incr as u128 * self.phases as u128;
+        // s_k <= end - width  <=>  k * dst_incr < (end - width + 1) * src_incr * phases.
+        let limit = (end - width + 1) as u128 * self.src_incr as u128 * self.phases as u128;
         limit.div_ceil(self.dst_incr as u128) as usize
     }
 
@@ -301,15 +306,9 @@ impl SwrStream {
             self.ext.splice(0..0, head);
             self.started = true;
         }
-        // Output k is computable once its window [s_k, s_k + alloc) has arrived.
-        let have = self.base + self.ext.len();
-        let ready = if have >= a {
-            let limit =
-                (have - a + 1) as u128 * self.swr.src_incr as u128 * self.swr.phases as u128;
-            limit.div_ceil(self.swr.dst_incr as u128) as usize
-        } else {
-            0
-        };
+        // Output k is computable once every sample its kernel reads, [s_k, s_k + alloc), has
+        // arrived.
+        let ready = self.swr.fitting_width(self.base + self.ext.len(), a);
         self.emit(ready, out);
         // Drop what no later output reads (amortised: only once it is a sizeable prefix).
         let (s_next, _, _) = self.swr.position(self.next);

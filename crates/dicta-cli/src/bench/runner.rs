@@ -294,16 +294,7 @@ pub(super) fn meta(model: &Path, runs: usize, warmup: usize) -> serde_json::Valu
         .find(|l| l.starts_with("model name"))
         .and_then(|l| l.split(':').nth(1))
         .map(|s| s.trim().to_string());
-    let mem_gib = fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
-        let kb: f64 = m
-            .lines()
-            .find(|l| l.starts_with("MemTotal:"))?
-            .split_whitespace()
-            .nth(1)?
-            .parse()
-            .ok()?;
-        Some((kb / 1048576.0 * 10.0).round() / 10.0)
-    });
+    let mem_gib = crate::mem_total_kib().map(|kb| (kb as f64 / 1048576.0 * 10.0).round() / 10.0);
     let git = |args: &[&str]| {
         Command::new("git")
             .args(args)

@@ -15,10 +15,6 @@ use super::segments::{
 use super::window::{ce, AlignRequest, WindowDecoder, WindowJob};
 use super::words::{last_end, place_words, splits_on_unicode, PlacedWord, SegmentSpan};
 
-/// Bytes of an initial prompt tokenized: its last 223 tokens (all Whisper uses) fit in far
-/// less (a token is rarely over 16 bytes).
-const PROMPT_TAIL_BYTES: usize = 8 << 10;
-
 mod batched;
 
 /// Samples of zero padding faster-whisper's feature extractor appends (one hop).
@@ -535,7 +531,7 @@ impl<'m> WhisperTranscriber<'m> {
             // huge prompt costs no tokenizer time (see `prompt_tail`).
             Some(p) => self.model.tokenizer.encode(&format!(
                 " {}",
-                dicta_core::text::prompt_tail(p.trim(), PROMPT_TAIL_BYTES)
+                dicta_core::text::prompt_tail(p.trim(), dicta_core::text::PROMPT_TAIL_BYTES)
             )),
             None => Ok(Vec::new()),
         }

@@ -40,8 +40,14 @@ pub enum Level {
 }
 
 impl Level {
-    /// Every level this CPU can run, fastest first (always ends with [`Level::Scalar`]).
-    pub fn available() -> Vec<Level> {
+    /// Every level this CPU can run, fastest first (always ends with [`Level::Scalar`]);
+    /// detected once.
+    pub fn available() -> &'static [Level] {
+        static LEVELS: OnceLock<Vec<Level>> = OnceLock::new();
+        LEVELS.get_or_init(Level::detect)
+    }
+
+    fn detect() -> Vec<Level> {
         let mut v = Vec::new();
         #[cfg(target_arch = "x86_64")]
         {
@@ -59,10 +65,9 @@ impl Level {
         v
     }
 
-    /// The fastest level of this CPU (detected once).
+    /// The fastest level of this CPU.
     pub fn best() -> Level {
-        static BEST: OnceLock<Level> = OnceLock::new();
-        *BEST.get_or_init(|| Level::available()[0])
+        Level::available()[0]
     }
 }
 
@@ -98,14 +103,14 @@ impl PackedI8 {
         for c in 0..n {
             let row = &w[c * k..(c + 1) * k];
             let amax = row.iter().fold(0f32, |m, v| m.max(v.abs()));
-            let scale = if amax > 0.0 { amax / 127.0 } else { 1.0 };
-            let inv = 127.0 / amax.max(f32::MIN_POSITIVE);
+            // An all-zero channel quantizes to zeros (any scale will do).
+            let (scale, inv) = if amax > 0.0 {
+                (amax / 127.0, 127.0 / amax)
+            } else {
+                (1.0, 0.0)
+            };
             for (o, v) in q[c * k..(c + 1) * k].iter_mut().zip(row) {
-                *o = if amax > 0.0 {
-                    (v * inv).round_ties_even().clamp(-127.0, 127.0) as i8
-                } else {
-                    0
-                };
+                *o = (v * inv).round_ties_even().clamp(-127.0, 127.0) as i8;
             }
             scales[c] = scale;
         }
@@ -222,12 +227,14 @@ fn quantize_rows(x: &[f32], rows: usize, k: usize, k4: usize) -> (Vec<u8>, Vec<f
     let rows_pad = rows.next_multiple_of(MR);
     let mut a = vec![128u8; rows_pad * k4];
     let mut scales = vec![0f32; rows_pad];
+    #[cfg(target_arch = "x86_64")]
+    let avx2 = is_x86_feature_detected!("avx2");
     for r in 0..rows {
         let row = &x[r * k..(r + 1) * k];
         let out = &mut a[r * k4..r * k4 + k];
         #[cfg(target_arch = "x86_64")]
-        if is_x86_feature_detected!("avx2") {
-            // SAFETY: AVX2 was just detected.
+        if avx2 {
+            // SAFETY: AVX2 was detected above.
             scales[r] = unsafe { quantize_row_avx2(row, out) };
             continue;
         }
@@ -250,12 +257,12 @@ fn quantize_row(row: &[f32], out: &mut [u8]) -> f32 {
     let amax = row
         .iter()
         .fold(0f32, |m, v| if v.abs() > m { v.abs() } else { m });
-    if amax == 0.0 || !amax.is_finite() || row.iter().any(|v| v.is_nan()) {
-        return if amax == 0.0 && !row.iter().any(|v| v.is_nan()) {
-            0.0
-        } else {
-            f32::NAN
-        };
+    // The comparisons skip NaNs, so look for them apart.
+    if !amax.is_finite() || row.iter().any(|v| v.is_nan()) {
+        return f32::NAN;
+    }
+    if amax == 0.0 {
+        return 0.0;
     }
     let inv = 127.0 / amax;
     // Adding and subtracting 1.5·2²³ rounds half to even (|v| ≤ 127 here), as
@@ -426,7 +433,7 @@ mod tests {
             let packed = PackedI8::quantize(&w, n, k);
             let mut want = vec![0f32; m * n];
             matmul_i8_at(Level::Scalar, &x, m, &packed, Some(&b), &mut want);
-            for level in Level::available() {
+            for &level in Level::available() {
                 let mut got = vec![f32::NAN; m * n];
                 matmul_i8_at(level, &x, m, &packed, Some(&b), &mut got);
                 let same = got

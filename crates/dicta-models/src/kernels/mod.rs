@@ -141,7 +141,8 @@ impl CustomOp1 for GeluErf {
     }
 }
 
-fn f32_input<'a>(s: &'a CpuStorage, l: &Layout) -> candle_core::Result<&'a [f32]> {
+/// The contiguous f32 data of a custom op's input.
+pub(crate) fn f32_input<'a>(s: &'a CpuStorage, l: &Layout) -> candle_core::Result<&'a [f32]> {
     let CpuStorage::F32(data) = s else {
         candle_core::bail!("expected f32 storage")
     };

@@ -83,7 +83,7 @@ impl Whisper {
         };
         config.validate(&weights.source)?;
         let mut ct = opts.compute_type;
-        if ct == ComputeType::Int8 && device.is_cpu() && !quant::int8_kernels_available() {
+        if ct == ComputeType::Int8 && device.is_cpu() && !crate::kernels::int8::int8_fast() {
             tracing::warn!(
                 "int8 needs a CPU with VNNI int8 dot products (AVX512-VNNI or AVX-VNNI); \
                  computing in float32, which is faster here"

@@ -15,11 +15,6 @@ use std::collections::HashMap;
 /// Elements of one block of encoder attention scores (16 MiB of f32).
 const SCORE_BLOCK: usize = 4 << 20;
 
-/// Whether int8 also quantizes the encoder and the cross-attention K/V projections (large,
-/// compute-bound matmuls over every audio frame). On: Dicta's VNNI kernel runs them 2–3× faster
-/// than the f32 gemm (candle's q8_0 had measured 0.95–1.05×, which is why this switch exists).
-const ENCODER_INT8: bool = true;
-
 /// Maps a candle error to an internal Dicta error.
 pub(crate) fn ce(e: candle_core::Error) -> Error {
     Error::internal(format!("tensor backend: {e}"))
@@ -198,19 +193,14 @@ pub(crate) struct Encoder {
 }
 
 impl Encoder {
-    /// Loads the encoder; with `ct` = int8 its linears are quantized only where that pays (see
-    /// [`ENCODER_INT8`]).
+    /// Loads the encoder; with `ct` = int8 every linear layer is quantized (Dicta's VNNI kernel
+    /// runs these compute-bound matmuls 2–3× faster than the f32 gemm).
     pub fn load(
         wm: &mut WeightMap,
         c: &WhisperConfig,
         dev: &Device,
         ct: ComputeType,
     ) -> Result<Self> {
-        let ct = if ENCODER_INT8 {
-            ct
-        } else {
-            ComputeType::Float32
-        };
         let q = |l: Linear| l.quantize(ct).map_err(ce);
         let d = c.n_audio_state;
         let conv = |wm: &mut WeightMap, p: &str, i: usize, stride: usize| -> Result<Conv1d> {
@@ -322,12 +312,6 @@ impl Decoder {
             embed.clone()
         };
         let proj = q(Linear::new(proj, None).map_err(ce)?)?;
-        // Cross K/V run once per window over all audio frames: compute-bound like the encoder.
-        let kv_ct = if ENCODER_INT8 {
-            ct
-        } else {
-            ComputeType::Float32
-        };
         let pos = wm.take(
             "model.decoder.embed_positions.weight",
             &[c.n_text_ctx, d],
@@ -365,7 +349,7 @@ impl Decoder {
                     dev,
                 )?)?,
                 cross_kv: fused_proj(wm, &format!("{p}.encoder_attn"), d, h, &["k", "v"], dev)?
-                    .quantize(kv_ct)
+                    .quantize(ct)
                     .map_err(ce)?,
                 cross_out: q(linear(
                     wm,

@@ -8,7 +8,8 @@
 
 use std::sync::Arc;
 
-use crate::kernels::int8::{int8_fast, matmul_i8, PackedI8};
+use crate::kernels::f32_input;
+use crate::kernels::int8::{matmul_i8, PackedI8};
 use candle_core::{CpuStorage, CustomOp1, Layout, Shape, Tensor};
 use dicta_core::{Error, Result};
 use std::fmt;
@@ -74,12 +75,6 @@ enum Weight {
     F32(Tensor),
     /// int8 per output channel, packed for [`matmul_i8`]; the bias is applied in its epilogue.
     I8(Arc<I8Linear>),
-}
-
-/// Whether this CPU has the byte dot-product instructions (VNNI) that make int8 faster than
-/// float32; elsewhere int8 is refused at load.
-pub(crate) fn int8_kernels_available() -> bool {
-    int8_fast()
 }
 
 /// Dense layer y = x·Wᵀ + b, applied to [.., in] as one 2-D matmul (avoids a gemv per batch row).
@@ -160,13 +155,7 @@ impl CustomOp1 for I8Linear {
     }
 
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
-        let CpuStorage::F32(data) = s else {
-            candle_core::bail!("int8 linear: f32 input expected");
-        };
-        let Some((start, end)) = l.contiguous_offsets() else {
-            candle_core::bail!("int8 linear: contiguous input expected");
-        };
-        let x = &data[start..end];
+        let x = f32_input(s, l)?;
         let (k, n) = (self.w.k(), self.w.n());
         let m = x.len() / k;
         let mut out = vec![0f32; m * n];
@@ -192,7 +181,7 @@ mod tests {
     /// shape is right, values track f32, and each row is the same alone as in a batch, bit for bit.
     #[test]
     fn int8_linear_tracks_f32_and_rows_are_independent() {
-        if !int8_kernels_available() {
+        if !crate::kernels::int8::int8_fast() {
             return;
         }
         let dev = Device::Cpu;

@@ -6,8 +6,6 @@ mod health;
 mod openai;
 mod stream;
 
-pub(crate) use openai::MAX_PROMPT_BYTES;
-
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Instant;
@@ -170,7 +168,7 @@ async fn gate(State(s): State<Shared>, req: Request, next: Next) -> Result<Respo
 
 /// Whether the request carries the API key (always, without one): `Authorization: Bearer
 /// <key>`, the scheme matched case-insensitively as RFC 9110 says.
-pub(crate) fn authorized(cfg: &ServerConfig, headers: &axum::http::HeaderMap) -> bool {
+fn authorized(cfg: &ServerConfig, headers: &axum::http::HeaderMap) -> bool {
     let Some(key) = &cfg.api_key else {
         return true;
     };

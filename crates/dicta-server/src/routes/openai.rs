@@ -5,6 +5,7 @@ use axum::extract::multipart::{MultipartError, MultipartRejection};
 use axum::extract::{Multipart, State};
 use axum::response::Response;
 use axum::{Extension, Json};
+use dicta_core::text::PROMPT_TAIL_BYTES;
 use dicta_core::{Error, Result};
 use serde_json::json;
 
@@ -91,7 +92,9 @@ async fn read_form(mut mp: Multipart) -> std::result::Result<Form, MultipartErro
                 form.file = Some((file_name, field.bytes().await?.into()));
             }
             "language" => form.language = Some(small_text(field).await?),
-            "prompt" => form.prompt = Some(tail_text(field, MAX_PROMPT_BYTES).await?),
+            // Only the tail Whisper uses is kept; the rest is read and dropped as it arrives,
+            // so a huge prompt costs neither memory nor tokenizer time.
+            "prompt" => form.prompt = Some(tail_text(field, PROMPT_TAIL_BYTES).await?),
             "response_format" => form.response_format = Some(small_text(field).await?),
             "temperature" => form.temperature = Some(small_text(field).await?),
             "timestamp_granularities[]" | "timestamp_granularities" => {
@@ -104,11 +107,6 @@ async fn read_form(mut mp: Multipart) -> std::result::Result<Form, MultipartErro
     }
     Ok(form)
 }
-
-/// Prompt bytes kept: Whisper conditions on the last 223 prompt tokens, which this tail
-/// always holds; the rest of a longer prompt is read and dropped as it arrives, so a huge
-/// prompt costs neither memory nor tokenizer time.
-pub(crate) const MAX_PROMPT_BYTES: usize = 8 << 10;
 
 /// Bytes kept of a short option field (a language code, a format name, a number).
 const MAX_OPTION_BYTES: usize = 256;
