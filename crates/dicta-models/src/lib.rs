@@ -5,4 +5,6 @@
 
 pub mod ctc;
 pub mod kernels;
+pub mod moonshine;
+pub mod ort;
 pub mod whisper;

@@ -11,7 +11,7 @@ mod convert;
 mod ct2;
 mod hf;
 mod model;
-mod quant;
+pub(crate) mod quant;
 mod tokenizer;
 
 pub use cache::DecoderCache;
