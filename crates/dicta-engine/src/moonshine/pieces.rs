@@ -1,0 +1,105 @@
+//! Cutting long recordings at pauses into pieces Moonshine handles well.
+//!
+//! Moonshine's encoder takes any length, but its decoder was trained on utterances up to
+//! ~30 s and drifts on longer inputs. A recording longer than `max` samples is cut at the
+//! quietest 200 ms stretch (lowest energy) between `min` and `max` samples after the previous
+//! cut; a recording without pauses is cut at `max`. The cut depends only on the samples, so
+//! a recording is cut the same way alone and in a batch.
+
+use std::ops::Range;
+
+/// Energy frame: 10 ms at 16 kHz.
+const FRAME: usize = 160;
+/// Frames per pause window (200 ms).
+const WINDOW: usize = 20;
+
+/// Pieces of `samples` (consecutive, covering it): each at most `max` samples; every piece but
+/// the last at least `min` (clamped to `max`).
+pub fn cut_at_pauses(samples: &[f32], min: usize, max: usize) -> Vec<Range<usize>> {
+    let n = samples.len();
+    let max = max.max(FRAME * WINDOW);
+    let min = min.min(max);
+    if n <= max {
+        return vec![0..n];
+    }
+    // Energy per 10 ms frame, then prefix sums for windowed sums.
+    let energy: Vec<f64> = samples
+        .chunks(FRAME)
+        .map(|c| c.iter().map(|&x| f64::from(x) * f64::from(x)).sum())
+        .collect();
+    let mut prefix = Vec::with_capacity(energy.len() + 1);
+    prefix.push(0.0);
+    for e in &energy {
+        prefix.push(prefix.last().copied().unwrap_or(0.0) + e);
+    }
+    let window_sum = |f: usize| prefix[(f + WINDOW).min(energy.len())] - prefix[f];
+    let mut pieces = Vec::new();
+    let mut start = 0usize;
+    while n - start > max {
+        // Candidate windows whose centre lies in [start + min, start + max].
+        let first = (start + min) / FRAME;
+        let last = (start + max) / FRAME;
+        let mut best: Option<(f64, usize)> = None;
+        for f in first..=last {
+            let centre = (f * FRAME + WINDOW * FRAME / 2).min(n);
+            if centre <= start || centre > start + max {
+                continue;
+            }
+            let e = window_sum(f);
+            // Ties go to the later window: longer pieces, fewer cuts.
+            if best.is_none_or(|(b, _)| e <= b) {
+                best = Some((e, centre));
+            }
+        }
+        let cut = best.map_or(start + max, |(_, c)| c);
+        pieces.push(start..cut);
+        start = cut;
+    }
+    pieces.push(start..n);
+    pieces
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tone(n: usize) -> Vec<f32> {
+        (0..n).map(|i| (i as f32 * 0.1).sin() * 0.5).collect()
+    }
+
+    #[test]
+    fn short_audio_is_one_piece() {
+        assert_eq!(cut_at_pauses(&tone(1000), 10, 16_000), vec![0..1000]);
+        assert_eq!(cut_at_pauses(&[], 10, 16_000), vec![0..0]);
+    }
+
+    #[test]
+    fn cuts_in_the_pause() {
+        // 12 s of tone, 1 s of silence, 12 s of tone; pieces of at most 20 s.
+        let mut x = tone(12 * 16_000);
+        x.extend(vec![0.0; 16_000]);
+        x.extend(tone(12 * 16_000));
+        let p = cut_at_pauses(&x, 5 * 16_000, 20 * 16_000);
+        assert_eq!(p.len(), 2);
+        let cut = p[0].end;
+        assert!((12 * 16_000..13 * 16_000).contains(&cut), "cut at {cut}");
+        assert_eq!(p[1], cut..x.len());
+    }
+
+    #[test]
+    fn pieces_cover_and_respect_bounds() {
+        let x = tone(95 * 16_000 + 123);
+        let p = cut_at_pauses(&x, 8 * 16_000, 20 * 16_000);
+        assert_eq!(p.first().unwrap().start, 0);
+        assert_eq!(p.last().unwrap().end, x.len());
+        for w in p.windows(2) {
+            assert_eq!(w[0].end, w[1].start);
+        }
+        for (i, r) in p.iter().enumerate() {
+            assert!(r.len() <= 20 * 16_000);
+            if i + 1 < p.len() {
+                assert!(r.len() >= 8 * 16_000, "{r:?}");
+            }
+        }
+    }
+}
