@@ -81,8 +81,9 @@ pub struct ServeArgs {
     /// CPU threads for the model (default: all cores).
     #[arg(long, env = "DICTA_THREADS")]
     pub threads: Option<usize>,
-    /// Whisper weights: float32, or int8 (every linear layer int8; needs a CPU with VNNI).
-    #[arg(long, env = "DICTA_COMPUTE_TYPE", default_value = "float32", value_parser = crate::transcribe_cmd::parse_compute_type)]
+    /// Numeric type: default (float32 for Whisper, int8 for Moonshine), float32, or int8 (needs
+    /// a CPU with VNNI).
+    #[arg(long, env = "DICTA_COMPUTE_TYPE", default_value = "default", value_parser = crate::transcribe_cmd::parse_compute_type)]
     pub compute_type: dicta_models::whisper::ComputeType,
 }
 

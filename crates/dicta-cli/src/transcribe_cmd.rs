@@ -87,9 +87,10 @@ pub struct TranscribeArgs {
     /// CPU threads for the model (default: all cores).
     #[arg(long, env = "DICTA_THREADS")]
     pub threads: Option<usize>,
-    /// Whisper weights: float32, or int8 (every linear layer of encoder and decoder int8; needs
-    /// an x86 CPU with AVX512-VNNI/AVX-VNNI, otherwise float32 is used with a warning).
-    #[arg(long, env = "DICTA_COMPUTE_TYPE", default_value = "float32", value_parser = parse_compute_type)]
+    /// Numeric type: default (the model's own: float32 for Whisper, int8 for Moonshine),
+    /// float32, or int8 (every linear layer int8; needs an x86 CPU with AVX512-VNNI/AVX-VNNI,
+    /// otherwise float32 is used with a warning).
+    #[arg(long, env = "DICTA_COMPUTE_TYPE", default_value = "default", value_parser = parse_compute_type)]
     pub compute_type: ComputeType,
     /// Long-form mode for recordings over 30 s.
     #[arg(long, value_enum, default_value_t = LongForm::Sequential)]
@@ -490,7 +491,7 @@ fn write_results(
     }
 }
 
-/// Parses `--compute-type` (float32 | int8).
+/// Parses `--compute-type` (default | float32 | int8).
 pub(crate) fn parse_compute_type(s: &str) -> std::result::Result<ComputeType, String> {
     s.parse::<ComputeType>().map_err(|e| e.message)
 }

@@ -35,8 +35,17 @@ fn model_dir() -> Option<PathBuf> {
 fn model() -> Option<&'static MoonshineModel> {
     static M: OnceLock<Option<MoonshineModel>> = OnceLock::new();
     M.get_or_init(|| {
-        model_dir()
-            .map(|d| MoonshineModel::load(&d, ComputeType::Float32).expect("load moonshine-tiny"))
+        model_dir().map(|d| {
+            MoonshineModel::load(
+                &d,
+                if std::env::var_os("MS_F32").is_some() {
+                    ComputeType::Float32
+                } else {
+                    ComputeType::Int8
+                },
+            )
+            .expect("load moonshine-tiny")
+        })
     })
     .as_ref()
 }
@@ -133,9 +142,11 @@ fn encoder_matches_onnxruntime() {
             .unwrap()
     };
     let rel = rms(&diff) / rms(&reference);
-    // onnxruntime quantizes activations to 8 bits per tensor on the fly; Dicta multiplies the
-    // same (dequantized) weights in f32, so the outputs differ by that rounding only.
-    assert!(rel < 0.05, "encoder relative RMS difference {rel}");
+    // Both quantize activations to 8 bits per tensor, so any float rounding difference upstream
+    // (conv, tanh, softmax, GELU kernels) flips some quantized values: the outputs stay within a
+    // few percent, not bit-identical (see docs/moonshine_parity.md). Measured: 0.039 (int8), 0.039
+    // (float32).
+    assert!(rel < 0.06, "encoder relative RMS difference {rel}");
 }
 
 #[test]

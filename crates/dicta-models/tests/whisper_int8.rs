@@ -46,10 +46,11 @@ fn argmax(row: &[f32]) -> usize {
 
 #[test]
 fn compute_type_names_round_trip() {
-    for ct in [ComputeType::Float32, ComputeType::Int8] {
+    for ct in [ComputeType::Auto, ComputeType::Float32, ComputeType::Int8] {
         assert_eq!(ct.as_str().parse::<ComputeType>().unwrap(), ct);
     }
-    assert_eq!(ComputeType::default(), ComputeType::Float32);
+    assert_eq!(ComputeType::default(), ComputeType::Auto);
+    assert_eq!("auto".parse::<ComputeType>().unwrap(), ComputeType::Auto);
     let e = "int4".parse::<ComputeType>().unwrap_err();
     assert_eq!(e.kind, dicta_core::ErrorKind::InvalidInput);
     assert!(e.to_string().contains("int4"), "{e}");

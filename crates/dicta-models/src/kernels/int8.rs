@@ -19,6 +19,9 @@
 use rayon::prelude::*;
 use std::sync::OnceLock;
 
+mod asym;
+pub use asym::{matmul_u8_asym, PackedU8Asym};
+
 /// Output channels per panel (one 512-bit register of `i32`).
 const PANEL: usize = 16;
 /// Rows per micro-tile.
@@ -203,21 +206,26 @@ pub fn matmul_i8_at(
             let mut tile = [[0i32; NR]; MR];
             for p in (0..w.n_pad / PANEL).step_by(2) {
                 for r in (0..rows).step_by(MR) {
-                    let a_rows = &a[r * w.k4..];
-                    match level {
-                        #[cfg(target_arch = "x86_64")]
-                        // SAFETY: the level was checked against the CPU's features above; `a`
-                        // holds whole MR-row blocks of k4 bytes and `w` whole panel pairs.
-                        Level::Avx512Vnni => unsafe { tile_avx512(a_rows, w, p, &mut tile) },
-                        #[cfg(target_arch = "x86_64")]
-                        // SAFETY: as above.
-                        Level::AvxVnni => unsafe { tile_avxvnni(a_rows, w, p, &mut tile) },
-                        _ => tile_scalar(a_rows, w, p, &mut tile),
-                    }
+                    tile_at(level, &a[r * w.k4..], w, p, &mut tile);
                     epilogue(&tile, w, p * PANEL, &sa[r..], bias, out, r, rows, n);
                 }
             }
         });
+}
+
+/// The `MR × NR` sums of `a` (MR rows of `k4` bytes) with panels `p, p + 1` at `level`.
+#[inline(always)]
+fn tile_at(level: Level, a: &[u8], w: &PackedI8, p: usize, tile: &mut [[i32; NR]; MR]) {
+    match level {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: callers check the level against the CPU's features (`Level::available`);
+        // `a` holds whole MR-row blocks of k4 bytes and `w` whole panel pairs.
+        Level::Avx512Vnni => unsafe { tile_avx512(a, w, p, tile) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above.
+        Level::AvxVnni => unsafe { tile_avxvnni(a, w, p, tile) },
+        _ => tile_scalar(a, w, p, tile),
+    }
 }
 
 /// Quantizes `rows` rows of `x` (`[rows, k]`) symmetrically per row to `u8` (shifted by

@@ -40,13 +40,28 @@ pub struct MoonshineModel {
 
 impl MoonshineModel {
     /// Loads a Moonshine folder (`encoder_model.ort`, `decoder_model_merged.ort`,
-    /// `tokenizer.json`). Errors (`ModelLoad`) name the file and what is missing.
+    /// `tokenizer.json`). `ct`: `Auto` and `Int8` run the stored 8-bit weights as onnxruntime
+    /// does (falling back to float32 on CPUs without int8 kernels); `Float32` dequantizes them.
+    /// Errors (`ModelLoad`) name the file and what is missing.
     pub fn load(dir: &Path, ct: ComputeType) -> Result<Self> {
+        let fast = crate::kernels::int8::int8_fast();
+        let ct = match ct {
+            ComputeType::Auto if fast => ComputeType::Int8,
+            ComputeType::Auto => ComputeType::Float32,
+            ComputeType::Int8 if !fast => {
+                tracing::warn!(
+                    "this CPU has no int8 dot-product kernels; Moonshine runs in float32"
+                );
+                ComputeType::Float32
+            }
+            ct => ct,
+        };
         let enc = OrtModel::read(&dir.join(ENCODER_FILE))?;
         let dec = OrtModel::read(&dir.join(DECODER_FILE))?;
         let mut tensors = weights::encoder_tensors(&enc)?;
         tensors.extend(weights::decoder_tensors(&dec)?);
         let d = tensors
+            .tensors
             .get("conv1.weight")
             .map(|t| t.0[0])
             .ok_or_else(|| Error::model_load("Moonshine: conv1 weight missing"))?;

@@ -6,11 +6,11 @@
 //! and a SwiGLU MLP. Each recording is encoded on its own (no padding, so batching cannot change
 //! a row); the decoder steps many rows together, each attending to its own encoder frames.
 
-use super::weights::Tensors;
+use super::weights::{Quantized, Tensors, Weights as Loaded};
 use crate::kernels;
+use crate::kernels::int8::PackedU8Asym;
 use crate::whisper::quant::{ComputeType, Linear};
-use candle_core::{DType, Device, Module, Tensor, D};
-use candle_nn::LayerNorm;
+use candle_core::{DType, Device, Tensor, D};
 use dicta_core::{Error, Result};
 
 /// Elements of one block of encoder attention scores (16 MiB of f32).
@@ -57,8 +57,11 @@ pub fn encoder_frames(samples: usize) -> usize {
     (c2 - 3) / 2 + 1
 }
 
+/// Tensors being moved into layers, with the compute type they are built for.
 struct Weights {
     t: Tensors,
+    q: Quantized,
+    ct: ComputeType,
 }
 
 impl Weights {
@@ -83,23 +86,146 @@ impl Weights {
             .ok_or_else(|| Error::model_load(format!("Moonshine: missing tensor {name}")))
     }
 
+    /// The layer `p` (`[out, in]`): for int8, the stored 8-bit weights run as onnxruntime
+    /// runs them when the export has them; otherwise f32 weights (quantized per channel for
+    /// int8).
     fn linear(&mut self, p: &str, out: usize, inp: usize, bias: bool) -> Result<Linear> {
+        let stored = match self.ct {
+            ComputeType::Int8 => self.q.remove(p),
+            _ => None,
+        };
+        if let Some(q) = stored {
+            if (q.k, q.n) != (inp, out) {
+                return Err(Error::model_load(format!(
+                    "Moonshine: {p} is [{}, {}], expected [{inp}, {out}]",
+                    q.k, q.n
+                )));
+            }
+            self.t.remove(&format!("{p}.weight"));
+            let b = if bias {
+                Some(
+                    self.t
+                        .remove(&format!("{p}.bias"))
+                        .ok_or_else(|| {
+                            Error::model_load(format!("Moonshine: missing tensor {p}.bias"))
+                        })?
+                        .1,
+                )
+            } else {
+                None
+            };
+            let w = PackedU8Asym::new(&q.values, q.k, q.n, q.signed, q.zero_point, q.scale);
+            return Ok(Linear::onnx_quantized(w, b));
+        }
         let w = self.take(&format!("{p}.weight"), &[out, inp])?;
         let b = if bias {
             Some(self.take(&format!("{p}.bias"), &[out])?)
         } else {
             None
         };
-        Linear::new(w, b).map_err(ce)
+        Linear::new(w, b)
+            .and_then(|l| l.quantize(self.ct))
+            .map_err(ce)
     }
 
     fn norm(&mut self, p: &str, d: usize) -> Result<LayerNorm> {
-        Ok(LayerNorm::new(
+        LayerNorm::new(
             self.take(&format!("{p}.weight"), &[d])?,
             self.take(&format!("{p}.bias"), &[d])?,
-            1e-5,
-        ))
+        )
     }
+}
+
+/// ONNX `LayerNormalization` as onnxruntime's CPU kernel computes it (eps 1e-5): sequential
+/// f32 sums of x and x², `σ = sqrt(E[x²] − E[x]² + eps)`, `y = (x − mean) / σ · γ + β`. The same
+/// arithmetic matters here: the next layer quantizes its input to 8 bits per tensor, which turns
+/// rounding differences into whole quantization steps.
+struct LayerNorm {
+    w: Vec<f32>,
+    b: Vec<f32>,
+}
+
+impl LayerNorm {
+    fn new(w: Tensor, b: Tensor) -> Result<Self> {
+        Ok(Self {
+            w: w.to_vec1::<f32>().map_err(ce)?,
+            b: b.to_vec1::<f32>().map_err(ce)?,
+        })
+    }
+
+    /// x [.., d] → [.., d].
+    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        let d = self.w.len();
+        let mut v = x.flatten_all()?.to_vec1::<f32>()?;
+        let n = d as f32;
+        for row in v.chunks_exact_mut(d) {
+            let (mut mean, mut sq) = (0f32, 0f32);
+            for &x in row.iter() {
+                mean += x;
+                sq += x * x;
+            }
+            mean /= n;
+            let sd = (sq / n - mean * mean + 1e-5).sqrt();
+            for ((y, g), b) in row.iter_mut().zip(&self.w).zip(&self.b) {
+                *y = (*y - mean) / sd * g + b;
+            }
+        }
+        Tensor::from_vec(v, x.dims(), x.device())
+    }
+}
+
+/// Sum as Eigen's SSE reduction computes it (what onnxruntime's `InstanceNormalization` uses):
+/// two 4-lane accumulators over 8-element strides, one more packet if it fits, lanes folded
+/// `(0 + 2) + (1 + 3)`, then the remaining elements one by one.
+fn eigen_sum(v: &[f32]) -> f32 {
+    const P: usize = 4;
+    let n = v.len();
+    if n < P {
+        return v.iter().fold(0.0, |s, &x| s + x);
+    }
+    let (end2, end1) = ((n / (2 * P)) * 2 * P, (n / P) * P);
+    let mut r0: [f32; P] = v[..P].try_into().expect("4 lanes");
+    if end1 > P {
+        let mut r1: [f32; P] = v[P..2 * P].try_into().expect("4 lanes");
+        for c in v[2 * P..end2].chunks_exact(2 * P) {
+            for l in 0..P {
+                r0[l] += c[l];
+                r1[l] += c[P + l];
+            }
+        }
+        for l in 0..P {
+            r0[l] += r1[l];
+        }
+        if end1 > end2 {
+            for l in 0..P {
+                r0[l] += v[end2 + l];
+            }
+        }
+    }
+    let mut s = (r0[0] + r0[2]) + (r0[1] + r0[3]);
+    for &x in &v[end1..] {
+        s += x;
+    }
+    s
+}
+
+/// Group norm with one group over x [1, C, T] exactly as onnxruntime runs the export
+/// (`InstanceNormalization` over the flattened tensor with Eigen reductions:
+/// `s = 1 / sqrt(Σ(x − mean)² / n + eps)`, `y = x · s + (0 − mean · s)`), then `· γ + β`.
+fn group_norm(x: &Tensor, gamma: &[f32], beta: &[f32]) -> candle_core::Result<Tensor> {
+    let (_, c, t) = x.dims3()?;
+    let mut v = x.flatten_all()?.to_vec1::<f32>()?;
+    let n = v.len() as f32;
+    let mean = eigen_sum(&v) / n;
+    let sq: Vec<f32> = v.iter().map(|&x| (x - mean) * (x - mean)).collect();
+    let scale = 1.0 / (eigen_sum(&sq) / n + 1e-5).sqrt();
+    let shift = 0.0 - mean * scale;
+    for (ch, row) in v.chunks_exact_mut(t).enumerate().take(c) {
+        for y in row.iter_mut() {
+            *y = (*y * scale + shift) * gamma[ch] + beta[ch];
+        }
+    }
+    Tensor::from_vec(v, (1, c, t), x.device())
 }
 
 /// Rotary tables for positions `start..start + len`: cos and sin, each [len, rotary_dim / 2].
@@ -173,15 +299,6 @@ impl Attention {
             k: w.linear(&format!("{p}.k_proj"), d, d, false)?,
             v: w.linear(&format!("{p}.v_proj"), d, d, false)?,
             o: w.linear(&format!("{p}.o_proj"), d, d, false)?,
-        })
-    }
-
-    fn quantize(self, ct: ComputeType) -> candle_core::Result<Self> {
-        Ok(Self {
-            q: self.q.quantize(ct)?,
-            k: self.k.quantize(ct)?,
-            v: self.v.quantize(ct)?,
-            o: self.o.quantize(ct)?,
         })
     }
 }
@@ -261,8 +378,8 @@ impl MoonshineState {
 pub struct Moonshine {
     config: MoonshineConfig,
     conv1: Tensor,
-    gn_w: Tensor,
-    gn_b: Tensor,
+    gn_w: Vec<f32>,
+    gn_b: Vec<f32>,
     conv2: (Tensor, Tensor),
     conv3: (Tensor, Tensor),
     enc_inv_freq: Vec<f32>,
@@ -279,8 +396,12 @@ pub struct Moonshine {
 impl Moonshine {
     /// Builds the model from canonical tensors (see [`super::weights`]). `head_dim` comes from the
     /// export (its attention scale); `ct` = int8 stores every linear layer as int8.
-    pub fn from_tensors(t: Tensors, head_dim: usize, ct: ComputeType) -> Result<Self> {
-        let mut w = Weights { t };
+    pub fn from_tensors(t: Loaded, head_dim: usize, ct: ComputeType) -> Result<Self> {
+        let mut w = Weights {
+            t: t.tensors,
+            q: t.quantized,
+            ct,
+        };
         let conv1_dims = w.dims("conv1.weight")?;
         let d = conv1_dims[0];
         if head_dim == 0 || d % head_dim != 0 {
@@ -324,22 +445,25 @@ impl Moonshine {
                 ))
             };
         let conv1 = w.take("conv1.weight", &[d, 1, 127])?;
-        let gn_w = w.take("groupnorm.weight", &[d])?;
-        let gn_b = w.take("groupnorm.bias", &[d])?;
+        let gn_w = w
+            .take("groupnorm.weight", &[d])?
+            .to_vec1::<f32>()
+            .map_err(ce)?;
+        let gn_b = w
+            .take("groupnorm.bias", &[d])?
+            .to_vec1::<f32>()
+            .map_err(ce)?;
         let conv2 = conv(&mut w, "conv2", 2 * d, d, 7)?;
         let conv3 = conv(&mut w, "conv3", d, 2 * d, 3)?;
-        let q = |l: Linear| l.quantize(ct).map_err(ce);
         let mut enc_layers = Vec::with_capacity(n_enc);
         for i in 0..n_enc {
             let p = format!("encoder.layers.{i}");
             enc_layers.push(EncoderLayer {
                 ln1: w.norm(&format!("{p}.input_layernorm"), d)?,
-                attn: Attention::load(&mut w, &format!("{p}.self_attn"), d)?
-                    .quantize(ct)
-                    .map_err(ce)?,
+                attn: Attention::load(&mut w, &format!("{p}.self_attn"), d)?,
                 ln2: w.norm(&format!("{p}.post_attention_layernorm"), d)?,
-                fc1: q(w.linear(&format!("{p}.mlp.fc1"), enc_ffn, d, true)?)?,
-                fc2: q(w.linear(&format!("{p}.mlp.fc2"), d, enc_ffn, true)?)?,
+                fc1: w.linear(&format!("{p}.mlp.fc1"), enc_ffn, d, true)?,
+                fc2: w.linear(&format!("{p}.mlp.fc2"), d, enc_ffn, true)?,
             });
         }
         let enc_ln = w.norm("encoder.layer_norm", d)?;
@@ -349,20 +473,16 @@ impl Moonshine {
             let p = format!("decoder.layers.{i}");
             dec_layers.push(DecoderLayer {
                 ln1: w.norm(&format!("{p}.input_layernorm"), d)?,
-                self_attn: Attention::load(&mut w, &format!("{p}.self_attn"), d)?
-                    .quantize(ct)
-                    .map_err(ce)?,
+                self_attn: Attention::load(&mut w, &format!("{p}.self_attn"), d)?,
                 ln2: w.norm(&format!("{p}.post_attention_layernorm"), d)?,
-                cross: Attention::load(&mut w, &format!("{p}.encoder_attn"), d)?
-                    .quantize(ct)
-                    .map_err(ce)?,
+                cross: Attention::load(&mut w, &format!("{p}.encoder_attn"), d)?,
                 ln3: w.norm(&format!("{p}.final_layernorm"), d)?,
-                fc1: q(w.linear(&format!("{p}.mlp.fc1"), dec_ffn2, d, true)?)?,
-                fc2: q(w.linear(&format!("{p}.mlp.fc2"), d, dec_ffn2 / 2, true)?)?,
+                fc1: w.linear(&format!("{p}.mlp.fc1"), dec_ffn2, d, true)?,
+                fc2: w.linear(&format!("{p}.mlp.fc2"), d, dec_ffn2 / 2, true)?,
             });
         }
         let dec_ln = w.norm("decoder.norm", d)?;
-        let proj = q(w.linear("proj_out", vocab, d, false)?)?;
+        let proj = w.linear("proj_out", vocab, d, false)?;
         Ok(Self {
             config: MoonshineConfig {
                 d_model: d,
@@ -410,14 +530,7 @@ impl Moonshine {
         let n = audio.len();
         let x = Tensor::from_vec(audio, (1, 1, n), &Device::Cpu)?;
         let x = x.conv1d(&self.conv1, 0, 64, 1, 1)?.tanh()?;
-        // Group norm with one group: statistics over all channels and frames.
-        let mean = x.mean_all()?;
-        let xc = x.broadcast_sub(&mean)?;
-        let var = xc.sqr()?.mean_all()?;
-        let x = xc.broadcast_div(&(var + 1e-5)?.sqrt()?)?;
-        let x = x
-            .broadcast_mul(&self.gn_w.reshape((1, (), 1))?)?
-            .broadcast_add(&self.gn_b.reshape((1, (), 1))?)?;
+        let x = group_norm(&x, &self.gn_w, &self.gn_b)?;
         let conv =
             |x: &Tensor, (w, b): &(Tensor, Tensor), stride: usize| -> candle_core::Result<Tensor> {
                 let y = x.conv1d(w, 0, stride, 1, 1)?;

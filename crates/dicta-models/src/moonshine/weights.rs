@@ -14,6 +14,26 @@ use dicta_core::{Error, Result};
 /// f32 tensors by canonical name: (shape, row-major values).
 pub type Tensors = HashMap<String, (Vec<usize>, Vec<f32>)>;
 
+/// A matmul's weights as stored: 8-bit `B [k, n]` with per-tensor scale and zero point.
+#[derive(Debug, Clone)]
+pub struct QuantizedMatmul {
+    /// Input features.
+    pub k: usize,
+    /// Output features.
+    pub n: usize,
+    /// The stored integers, row-major `[k, n]` (`0..=255`, or `-128..=127` when `signed`).
+    pub values: Vec<i32>,
+    /// `i8` storage (else `u8`).
+    pub signed: bool,
+    /// Zero point.
+    pub zero_point: i32,
+    /// Scale.
+    pub scale: f32,
+}
+
+/// Stored 8-bit matmuls by canonical layer name (`encoder.layers.0.self_attn.q_proj`).
+pub type Quantized = HashMap<String, QuantizedMatmul>;
+
 fn missing(what: &str) -> Error {
     Error::model_load(format!("Moonshine .ort: {what} not found"))
 }
@@ -90,6 +110,50 @@ impl<'a> View<'a> {
         Ok((t.dims.clone(), out))
     }
 
+    /// The stored form of an 8-bit matmul weight `b` with per-tensor `scale` and `zp`;
+    /// `None` for float weights or per-column parameters.
+    fn stored(&self, b: &str, scale: &str, zp: Option<&str>) -> Result<Option<QuantizedMatmul>> {
+        let t = self.init(b)?;
+        let signed = match t.dtype {
+            DataType::U8 => false,
+            DataType::I8 => true,
+            _ => return Ok(None),
+        };
+        let scale = self.init(scale)?.to_f32()?;
+        let zp = match zp {
+            Some(z) => self.init(z)?.to_f32()?,
+            None => vec![0.0],
+        };
+        let (&[k, n], &[scale], &[zp]) = (&t.dims[..], &scale[..], &zp[..]) else {
+            return Ok(None);
+        };
+        Ok(Some(QuantizedMatmul {
+            k,
+            n,
+            values: t.to_f32()?.into_iter().map(|v| v as i32).collect(),
+            signed,
+            zero_point: zp as i32,
+            scale,
+        }))
+    }
+
+    /// The stored 8-bit form of the matmul under `prefix`, when it has one.
+    fn quantized(&self, prefix: &str) -> Result<Option<QuantizedMatmul>> {
+        let Some(n) = self.node(prefix, &["MatMulIntegerToFloat", "DynamicQuantizeMatMul"]) else {
+            return Ok(None);
+        };
+        let b = n
+            .input(1)
+            .ok_or_else(|| missing(&format!("{prefix} weight")))?;
+        let (scale, zp) = if n.op_type == "MatMulIntegerToFloat" {
+            (n.input(3), n.input(5))
+        } else {
+            (n.input(2), n.input(3))
+        };
+        let scale = scale.ok_or_else(|| missing("b_scale"))?;
+        self.stored(b, scale, zp)
+    }
+
     /// The `[out, in]` weight and optional bias of the matmul under `prefix`.
     fn linear(&self, prefix: &str) -> Result<(Vec<usize>, Vec<f32>, Option<Vec<f32>>)> {
         let n = self
@@ -146,7 +210,11 @@ impl<'a> View<'a> {
     }
 }
 
-fn put_linear(out: &mut Tensors, name: &str, v: &View<'_>, prefix: &str) -> Result<()> {
+fn put_linear(out: &mut Weights, name: &str, v: &View<'_>, prefix: &str) -> Result<()> {
+    if let Some(q) = v.quantized(prefix)? {
+        out.quantized.insert(name.to_string(), q);
+    }
+    let out = &mut out.tensors;
     let (dims, w, b) = v.linear(prefix)?;
     if let Some(b) = b {
         out.insert(format!("{name}.bias"), (vec![b.len()], b));
@@ -155,7 +223,28 @@ fn put_linear(out: &mut Tensors, name: &str, v: &View<'_>, prefix: &str) -> Resu
     Ok(())
 }
 
-fn put_norm(out: &mut Tensors, name: &str, (w, b): (Vec<f32>, Vec<f32>)) {
+/// Canonical f32 tensors plus the stored 8-bit form of quantized matmuls.
+#[derive(Debug, Default)]
+pub struct Weights {
+    /// f32 tensors (quantized matmuls dequantized).
+    pub tensors: Tensors,
+    /// The quantized matmuls as stored.
+    pub quantized: Quantized,
+}
+
+impl Weights {
+    fn insert(&mut self, name: String, t: (Vec<usize>, Vec<f32>)) {
+        self.tensors.insert(name, t);
+    }
+
+    /// Adds another file's weights.
+    pub fn extend(&mut self, other: Weights) {
+        self.tensors.extend(other.tensors);
+        self.quantized.extend(other.quantized);
+    }
+}
+
+fn put_norm(out: &mut Weights, name: &str, (w, b): (Vec<f32>, Vec<f32>)) {
     out.insert(format!("{name}.weight"), (vec![w.len()], w));
     out.insert(format!("{name}.bias"), (vec![b.len()], b));
 }
@@ -181,9 +270,9 @@ fn rotary(v: &View<'_>, prefix: &str) -> Result<Vec<f32>> {
 }
 
 /// Reads the encoder file into canonical tensors (`encoder.*`, `conv*`, `groupnorm.*`).
-pub fn encoder_tensors(model: &OrtModel) -> Result<Tensors> {
+pub fn encoder_tensors(model: &OrtModel) -> Result<Weights> {
     let v = View { model, graph: 0 };
-    let mut out = Tensors::new();
+    let mut out = Weights::default();
     for (i, conv) in ["conv1", "conv2", "conv3"].iter().enumerate() {
         let n = v
             .info()
@@ -277,7 +366,7 @@ pub fn encoder_tensors(model: &OrtModel) -> Result<Tensors> {
 
 /// Reads the merged decoder file (its no-cache `If` branch holds every weight) into canonical
 /// tensors (`decoder.*`, `proj_out.weight`).
-pub fn decoder_tensors(model: &OrtModel) -> Result<Tensors> {
+pub fn decoder_tensors(model: &OrtModel) -> Result<Weights> {
     let graph = model.graphs[0]
         .nodes
         .iter()
@@ -288,7 +377,7 @@ pub fn decoder_tensors(model: &OrtModel) -> Result<Tensors> {
         })
         .unwrap_or(0);
     let v = View { model, graph };
-    let mut out = Tensors::new();
+    let mut out = Weights::default();
     let gather = v
         .node("/model/decoder/embed_tokens", &["Gather"])
         .ok_or_else(|| missing("token embedding"))?;

@@ -82,7 +82,11 @@ impl Whisper {
             )));
         };
         config.validate(&weights.source)?;
-        let mut ct = opts.compute_type;
+        // Whisper's own choice is float32 (token-identical to faster-whisper float32).
+        let mut ct = match opts.compute_type {
+            ComputeType::Auto => ComputeType::Float32,
+            ct => ct,
+        };
         if ct == ComputeType::Int8 && device.is_cpu() && !crate::kernels::int8::int8_fast() {
             tracing::warn!(
                 "int8 needs a CPU with VNNI int8 dot products (AVX512-VNNI or AVX-VNNI); \

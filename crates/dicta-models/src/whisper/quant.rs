@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use crate::kernels::f32_input;
-use crate::kernels::int8::{matmul_i8, PackedI8};
+use crate::kernels::int8::{matmul_i8, matmul_u8_asym, PackedI8, PackedU8Asym};
 use candle_core::{CpuStorage, CustomOp1, Layout, Shape, Tensor};
 use dicta_core::{Error, Result};
 use std::fmt;
@@ -21,8 +21,12 @@ const FEW_ROWS: usize = 16;
 /// Numeric type the model computes in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ComputeType {
-    /// f32 weights and activations everywhere.
+    /// The model's own choice (`default`, as in faster-whisper): float32 for Whisper (whose
+    /// float32 path is token-identical to faster-whisper's), int8 for Moonshine (its weights
+    /// ship in 8 bits and run as onnxruntime runs them) where the CPU has int8 kernels.
     #[default]
+    Auto,
+    /// f32 weights and activations everywhere.
     Float32,
     /// int8 weights (per output channel) for every linear layer of encoder and decoder and the
     /// vocabulary projection, activations quantized per row on the fly; the convolution stem,
@@ -34,6 +38,7 @@ impl ComputeType {
     /// The name used on the command line and in configs (`float32`, `int8`).
     pub fn as_str(self) -> &'static str {
         match self {
+            Self::Auto => "default",
             Self::Float32 => "float32",
             Self::Int8 => "int8",
         }
@@ -49,13 +54,14 @@ impl fmt::Display for ComputeType {
 impl FromStr for ComputeType {
     type Err = Error;
 
-    /// Accepts `float32` (also `f32`, `default`) and `int8`, case-insensitively.
+    /// Accepts `default` (also `auto`), `float32` (also `f32`) and `int8`, case-insensitively.
     fn from_str(s: &str) -> Result<Self> {
         match s.to_ascii_lowercase().as_str() {
-            "float32" | "f32" | "default" => Ok(Self::Float32),
+            "default" | "auto" => Ok(Self::Auto),
+            "float32" | "f32" => Ok(Self::Float32),
             "int8" => Ok(Self::Int8),
             other => Err(Error::invalid_input(format!(
-                "compute type {other:?} is not supported; use float32 or int8"
+                "compute type {other:?} is not supported; use default, float32 or int8"
             ))),
         }
     }
@@ -75,6 +81,9 @@ enum Weight {
     F32(Tensor),
     /// int8 per output channel, packed for [`matmul_i8`]; the bias is applied in its epilogue.
     I8(Arc<I8Linear>),
+    /// 8-bit weights as onnxruntime stores them, run with its per-tensor activation
+    /// quantization ([`matmul_u8_asym`]); the bias is applied in the epilogue.
+    U8Asym(Arc<AsymLinear>),
 }
 
 /// Dense layer y = x·Wᵀ + b, applied to [.., in] as one 2-D matmul (avoids a gemv per batch row).
@@ -95,6 +104,18 @@ impl Linear {
             b,
             out,
         })
+    }
+
+    /// A layer computing exactly what onnxruntime's `MatMulIntegerToFloat` /
+    /// `DynamicQuantizeMatMul` do with these 8-bit weights (see [`PackedU8Asym`]). Inputs
+    /// `[N, T, in]` are quantized per leading item (T rows), `[rows, in]` per row.
+    pub fn onnx_quantized(w: PackedU8Asym, bias: Option<Vec<f32>>) -> Self {
+        let out = w.n();
+        Self {
+            w: Weight::U8Asym(Arc::new(AsymLinear { w, bias })),
+            b: None,
+            out,
+        }
     }
 
     /// Stores the weight as int8 for `ComputeType::Int8` (no-op for f32, for an already
@@ -124,6 +145,12 @@ impl Linear {
         let dims = x.dims().to_vec();
         let inner = dims[dims.len() - 1];
         let rows = x.elem_count() / inner;
+        // Rows per activation-quantization group of the onnxruntime layer: one leading item.
+        let group = if dims.len() >= 3 {
+            dims[dims.len() - 2]
+        } else {
+            1
+        };
         let x = x.reshape((rows, inner))?;
         let y = match &self.w {
             // For a few rows (decoder steps) W·xᵀ streams the weights once without repacking them and
@@ -131,6 +158,7 @@ impl Linear {
             Weight::F32(w) if rows <= FEW_ROWS => w.matmul(&x.t()?)?.t()?,
             Weight::F32(w) => x.matmul(&w.t()?)?,
             Weight::I8(op) => x.contiguous()?.apply_op1_no_bwd(op.as_ref())?,
+            Weight::U8Asym(lin) => x.contiguous()?.apply_op1_no_bwd(&AsymCall { lin, group })?,
         };
         let y = match &self.b {
             Some(b) => y.broadcast_add(b)?,
@@ -160,6 +188,40 @@ impl CustomOp1 for I8Linear {
         let m = x.len() / k;
         let mut out = vec![0f32; m * n];
         matmul_i8(x, m, &self.w, self.bias.as_deref(), &mut out);
+        Ok((CpuStorage::F32(out), Shape::from((m, n))))
+    }
+}
+
+/// Weights and bias of an onnxruntime-quantized layer.
+pub(crate) struct AsymLinear {
+    w: PackedU8Asym,
+    bias: Option<Vec<f32>>,
+}
+
+/// One call of an [`AsymLinear`] with its quantization group size.
+struct AsymCall<'a> {
+    lin: &'a AsymLinear,
+    group: usize,
+}
+
+impl CustomOp1 for AsymCall<'_> {
+    fn name(&self) -> &'static str {
+        "dicta-onnx-quantized-linear"
+    }
+
+    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        let x = f32_input(s, l)?;
+        let (k, n) = (self.lin.w.k(), self.lin.w.n());
+        let m = x.len() / k;
+        let mut out = vec![0f32; m * n];
+        matmul_u8_asym(
+            x,
+            m,
+            self.group,
+            &self.lin.w,
+            self.lin.bias.as_deref(),
+            &mut out,
+        );
         Ok((CpuStorage::F32(out), Shape::from((m, n))))
     }
 }

@@ -1,0 +1,247 @@
+//! The engine's Moonshine path on real speech: batched == alone, long recordings cut at pauses
+//! into ≤ 20 s timed segments, English-only option checks, broken and tiny inputs.
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use dicta_core::ErrorKind;
+use dicta_engine::moonshine::{MAX_PIECE_SECONDS, MIN_PIECE_SECONDS};
+use dicta_engine::whisper::{DecodeOptions, Task};
+use dicta_engine::{Engine, EngineConfig, Input, ModelFamily};
+use dicta_models::moonshine::is_moonshine_dir;
+
+const SR: usize = 16_000;
+
+/// `DICTA_TEST_MOONSHINE_DIR` (a failure when it names no model), else the default cache.
+fn model_dir() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("DICTA_TEST_MOONSHINE_DIR").map(PathBuf::from) {
+        assert!(
+            is_moonshine_dir(&dir),
+            "DICTA_TEST_MOONSHINE_DIR={} holds no Moonshine model",
+            dir.display()
+        );
+        return Some(dir);
+    }
+    let dir = PathBuf::from(std::env::var("HOME").unwrap_or_default())
+        .join(".cache/dicta/models/moonshine-tiny");
+    if is_moonshine_dir(&dir) {
+        Some(dir)
+    } else {
+        eprintln!(
+            "SKIPPED: no Moonshine tiny at {} (set DICTA_TEST_MOONSHINE_DIR)",
+            dir.display()
+        );
+        None
+    }
+}
+
+fn engine(batch_size: usize) -> Option<Engine> {
+    let dir = model_dir()?;
+    Some(
+        Engine::load(
+            &dir,
+            EngineConfig {
+                batch_size,
+                ..EngineConfig::default()
+            },
+        )
+        .expect("load moonshine-tiny"),
+    )
+}
+
+fn shared_engine() -> Option<&'static Engine> {
+    static E: OnceLock<Option<Engine>> = OnceLock::new();
+    E.get_or_init(|| engine(4)).as_ref()
+}
+
+fn data(rel: &str) -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data")).join(rel)
+}
+
+fn samples(rel: &str) -> Vec<f32> {
+    dicta_audio::decode::load_path(&data(rel)).unwrap()
+}
+
+fn greedy() -> DecodeOptions {
+    DecodeOptions {
+        beam_size: 1,
+        ..DecodeOptions::default()
+    }
+}
+
+const CLIPS: &[&str] = &[
+    "openai_whisper/jfk.16k.wav",
+    "pocketsphinx/cards_001.wav",
+    "speechbrain/spk1_snt1.wav",
+    "speechbrain/spk2_snt3.wav",
+    "pocketsphinx/cards_004.wav",
+];
+
+#[test]
+fn detected_and_batched_equals_alone() {
+    let Some(e) = shared_engine() else { return };
+    assert_eq!(e.family(), ModelFamily::Moonshine);
+    let inputs: Vec<Input> = CLIPS
+        .iter()
+        .map(|c| Input::from_samples(*c, samples(c)))
+        .collect();
+    let together = e.transcribe_with(&inputs, &greedy());
+    let alone = engine(1).unwrap();
+    for (i, input) in inputs.iter().enumerate() {
+        let a = alone
+            .transcribe_with(std::slice::from_ref(input), &greedy())
+            .results
+            .remove(0)
+            .unwrap();
+        let t = together.results[i].as_ref().unwrap();
+        assert_eq!(t.text, a.text, "{}", CLIPS[i]);
+        assert_eq!(t.segments, a.segments, "{}", CLIPS[i]);
+        assert!(!t.text.is_empty(), "{}", CLIPS[i]);
+        assert_eq!(t.id, CLIPS[i]);
+    }
+    let jfk = together.results[0].as_ref().unwrap();
+    assert!(
+        jfk.text
+            .contains("ask not what your country can do for you"),
+        "{}",
+        jfk.text
+    );
+    assert_eq!(jfk.language.as_deref(), Some("en"));
+}
+
+#[test]
+fn long_recordings_are_cut_at_pauses() {
+    let Some(e) = shared_engine() else { return };
+    // ~55 s: the clips back to back with 0.6 s of silence between them, twice over.
+    let mut long = Vec::new();
+    let mut bounds = Vec::new();
+    for _ in 0..2 {
+        for c in CLIPS {
+            long.extend(samples(c));
+            bounds.push(long.len());
+            long.extend(vec![0.0; SR * 6 / 10]);
+        }
+    }
+    let t = e
+        .transcribe_with(&[Input::from_samples("long", long.clone())], &greedy())
+        .results
+        .remove(0)
+        .unwrap();
+    assert!((t.duration - long.len() as f64 / SR as f64).abs() < 1e-9);
+    assert!(t.segments.len() >= 3, "{} segments", t.segments.len());
+    let mut prev_end = 0.0;
+    for (i, s) in t.segments.iter().enumerate() {
+        assert!(
+            s.start >= prev_end - 1e-9,
+            "segments overlap: {:?}",
+            t.segments
+        );
+        assert!(
+            s.end - s.start <= f64::from(MAX_PIECE_SECONDS) + 1e-9,
+            "segment {i} too long: {s:?}"
+        );
+        if i + 1 < t.segments.len() {
+            assert!(
+                s.end - s.start >= f64::from(MIN_PIECE_SECONDS) - 1e-9,
+                "segment {i} too short: {s:?}"
+            );
+            // Each cut lies in one of the silences.
+            let cut = (s.end * SR as f64) as usize;
+            assert!(
+                bounds.iter().any(|&b| cut >= b && cut <= b + SR * 6 / 10),
+                "cut at {cut} is not in a pause"
+            );
+        }
+        prev_end = s.end;
+    }
+    assert!(
+        t.text
+            .matches("ask not what your country can do for you")
+            .count()
+            == 2,
+        "{}",
+        t.text
+    );
+    assert_eq!(
+        t.text,
+        t.segments
+            .iter()
+            .map(|s| s.text.as_str())
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+}
+
+#[test]
+fn english_only_options_are_refused_per_input() {
+    let Some(e) = shared_engine() else { return };
+    let inputs = [Input::from_samples("a", samples(CLIPS[1]))];
+    for (opts, what) in [
+        (
+            DecodeOptions {
+                language: Some("de".into()),
+                ..greedy()
+            },
+            "English-only",
+        ),
+        (
+            DecodeOptions {
+                task: Task::Translate,
+                ..greedy()
+            },
+            "translate",
+        ),
+        (
+            DecodeOptions {
+                word_timestamps: true,
+                ..greedy()
+            },
+            "word timestamps",
+        ),
+    ] {
+        let err = e
+            .transcribe_with(&inputs, &opts)
+            .results
+            .remove(0)
+            .unwrap_err();
+        assert_eq!(err.kind, ErrorKind::InvalidInput);
+        assert!(err.message.contains(what), "{err}");
+    }
+    let ok = e.transcribe_with(
+        &inputs,
+        &DecodeOptions {
+            language: Some("en".into()),
+            ..greedy()
+        },
+    );
+    assert!(ok.results[0].is_ok());
+}
+
+#[test]
+fn broken_and_tiny_inputs_fail_or_pass_alone() {
+    let Some(e) = shared_engine() else { return };
+    let inputs = vec![
+        Input::from_samples("good", samples(CLIPS[2])),
+        Input {
+            id: "broken".into(),
+            audio: "broken".into(),
+            source: dicta_engine::AudioSource::Bytes(b"not audio".to_vec()),
+        },
+        Input::from_samples("empty", Vec::new()),
+        Input::from_samples("tiny", vec![0.01; 200]),
+    ];
+    let out = e.transcribe_with(&inputs, &greedy());
+    assert!(out.results[0]
+        .as_ref()
+        .unwrap()
+        .text
+        .to_lowercase()
+        .contains("dog"));
+    assert!(out.results[1].is_err());
+    // As for every family: no samples is a typed error of that input alone.
+    assert_eq!(
+        out.results[2].as_ref().unwrap_err().kind,
+        ErrorKind::EmptyInput
+    );
+    assert!(out.results[3].is_ok());
+}

@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Moonshine parity of Dicta with onnxruntime (the moonshine_onnx package's generate loop) on the
+same .ort files, over the dev set's English short utterances.
+
+Run from the repository root (after `cargo build --release -p dicta-cli` and
+`dicta models fetch moonshine-tiny`):
+
+    pip install onnxruntime soundfile jiwer whisper-normalizer
+    pip install --no-deps useful-moonshine-onnx==20251121
+    python3 tools/moonshine_parity/compare.py [--model ~/.cache/dicta/models/moonshine-tiny]
+
+Both sides read the same 16 kHz mono WAV copies (`audio_16k_wav`), decode greedily with the same
+token cap (6.5 tokens per second of audio, at least 16: dicta_engine::moonshine::max_tokens) and
+never cut the clips (all are < 20 s). Reported: identical-text rate, corpus WER of each against the
+reference (Whisper English normalizer, jiwer) and the first differing items.
+Outputs results.md and results.json next to this script.
+"""
+import argparse
+import json
+import math
+import os
+import subprocess
+import time
+
+import jiwer
+import numpy as np
+import soundfile as sf
+from moonshine_onnx import MoonshineOnnxModel
+from moonshine_onnx.transcribe import load_tokenizer
+from whisper_normalizer.english import EnglishTextNormalizer
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "../.."))
+DATA = os.path.normpath(os.path.join(ROOT, "../shared/data"))
+NORM = EnglishTextNormalizer()
+
+
+def max_tokens(samples):
+    return max(16, math.ceil(samples / 16000 * 6.5))
+
+
+def wer(refs, hyps):
+    pairs = [(NORM(r), NORM(h)) for r, h in zip(refs, hyps)]
+    pairs = [(r, h) for r, h in pairs if r.strip()]
+    return 100 * jiwer.wer([r for r, _ in pairs], [h if h.strip() else "<empty>" for _, h in pairs])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default=os.path.expanduser("~/.cache/dicta/models/moonshine-tiny"))
+    ap.add_argument("--dicta", default=os.path.join(ROOT, "target/release/dicta"))
+    args = ap.parse_args()
+    rows = [json.loads(l) for l in open(os.path.join(DATA, "manifest.jsonl"))]
+    items = [r for r in rows if r["language"] == "en" and r.get("text") and r["category"] == "short_utterance"]
+    paths = [os.path.join(DATA, r["audio_16k_wav"]) for r in items]
+
+    t = time.time()
+    out = subprocess.run(
+        [args.dicta, "transcribe", "--model", args.model, "--beam-size", "1", *(["--compute-type", os.environ["CT"]] if os.environ.get("CT") else []), "--format", "json", *paths],
+        check=True, capture_output=True, text=True,
+    )
+    dicta_s = time.time() - t
+    dicta = [r["text"] for r in json.loads(out.stdout)["results"]]
+
+    model = MoonshineOnnxModel(models_dir=args.model, model_name="tiny", model_format="ort")
+    tok = load_tokenizer()
+    ref_texts = []
+    t = time.time()
+    for p in paths:
+        audio, sr = sf.read(p, dtype="float32")
+        assert sr == 16000 and audio.ndim == 1, p
+        tokens = model.generate(audio[None, :], max_len=max_tokens(len(audio)))[0]
+        ref_texts.append(tok.decode(tokens, skip_special_tokens=True).strip())
+    ort_s = time.time() - t
+
+    same = [a == b for a, b in zip(dicta, ref_texts)]
+    refs = [r["text"] for r in items]
+    res = {
+        "items": len(items),
+        "identical": sum(same),
+        "identical_rate": sum(same) / len(items),
+        "wer_dicta": wer(refs, dicta),
+        "wer_onnxruntime": wer(refs, ref_texts),
+        "seconds_dicta_process": dicta_s,
+        "seconds_onnxruntime_loop": ort_s,
+        "differences": [
+            {"id": r["id"], "dicta": a, "onnxruntime": b}
+            for r, a, b, s in zip(items, dicta, ref_texts, same) if not s
+        ],
+    }
+    with open(os.path.join(HERE, "results.json"), "w") as f:
+        json.dump(res, f, indent=1)
+    lines = [
+        "# Moonshine tiny: Dicta vs onnxruntime (same .ort files, greedy)",
+        "",
+        f"- items: {res['items']} English short utterances of the dev set (16 kHz copies)",
+        f"- identical texts: {res['identical']} / {res['items']} ({100 * res['identical_rate']:.1f}%)",
+        f"- corpus WER: Dicta {res['wer_dicta']:.2f}%, onnxruntime {res['wer_onnxruntime']:.2f}% "
+        f"(Δ {res['wer_dicta'] - res['wer_onnxruntime']:+.2f})",
+        f"- time (rough, shared machine): Dicta process {dicta_s:.1f} s (load included), onnxruntime loop {ort_s:.1f} s",
+        "",
+    ]
+    if res["differences"]:
+        lines += ["| item | Dicta | onnxruntime |", "|---|---|---|"]
+        lines += [f"| {d['id']} | {d['dicta']} | {d['onnxruntime']} |" for d in res["differences"]]
+    with open(os.path.join(HERE, "results.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
