@@ -174,3 +174,72 @@ fn batched_rows_decode_as_alone() {
         );
     }
 }
+
+/// Timings of the pieces of one streaming-sized batch (8 × ~5 s): `cargo test --release -p
+/// dicta-models --test moonshine_parity -- --ignored --nocapture moonshine_timings`.
+#[test]
+#[ignore]
+fn moonshine_timings() {
+    let Some(m) = model() else { return };
+    let jfk = audio("openai_whisper/jfk.16k.wav");
+    let clips: Vec<Vec<f32>> = (0..8)
+        .map(|i| jfk[i * 4000..i * 4000 + 80_000].to_vec())
+        .collect();
+    for round in 0..2 {
+        let t = std::time::Instant::now();
+        let enc: Vec<Tensor> = clips.iter().map(|c| m.model.encode(c).unwrap()).collect();
+        let t_enc = t.elapsed();
+        let t = std::time::Instant::now();
+        let mut state = m.model.start(&enc).unwrap();
+        let t_start = t.elapsed();
+        let t = std::time::Instant::now();
+        let mut tok = vec![1u32; 8];
+        for _ in 0..25 {
+            let l = m.model.step(&tok, &mut state).unwrap();
+            tok = l.argmax(1).unwrap().to_vec1::<u32>().unwrap();
+        }
+        let t_dec = t.elapsed();
+        eprintln!("round {round}: encode 8 × 5 s {t_enc:?}, cross K/V {t_start:?}, 25 steps × 8 rows {t_dec:?}");
+    }
+}
+
+/// The conv stem's convolutions alone (shapes of 5 s of audio), candle conv1d vs im2col + matmul.
+#[test]
+#[ignore]
+fn moonshine_conv_timings() {
+    let dev = candle_core::Device::Cpu;
+    let x = Tensor::randn(0f32, 1.0, (1, 288, 1249), &dev).unwrap();
+    let w = Tensor::randn(0f32, 0.05, (576, 288, 7), &dev).unwrap();
+    for _ in 0..2 {
+        let t = std::time::Instant::now();
+        let y = x.conv1d(&w, 0, 3, 1, 1).unwrap();
+        let conv = t.elapsed();
+        let t = std::time::Instant::now();
+        let t_out = (1249 - 7) / 3 + 1;
+        let xs = x.squeeze(0).unwrap().t().unwrap().contiguous().unwrap(); // [T, C]
+        let cols: Vec<Tensor> = (0..t_out)
+            .map(|i| {
+                xs.narrow(0, i * 3, 7)
+                    .unwrap()
+                    .t()
+                    .unwrap()
+                    .flatten_all()
+                    .unwrap()
+            })
+            .collect();
+        let cols = Tensor::stack(&cols, 0).unwrap(); // [T_out, C*7]
+        let y2 = cols
+            .matmul(&w.reshape((576, 288 * 7)).unwrap().t().unwrap())
+            .unwrap();
+        let gemm = t.elapsed();
+        let d = (y.squeeze(0).unwrap().t().unwrap() - y2)
+            .unwrap()
+            .abs()
+            .unwrap()
+            .max_all()
+            .unwrap()
+            .to_scalar::<f32>()
+            .unwrap();
+        eprintln!("conv2 5 s: candle conv1d {conv:?}, im2col+matmul {gemm:?} (max diff {d})");
+    }
+}

@@ -46,7 +46,7 @@ impl ArmSpec {
             args.extend(["--threads".into(), n.to_string()]);
         }
         args.extend(["--compute-type".into(), compute_type.to_string()]);
-        let label = if compute_type == "float32" {
+        let label = if compute_type == "float32" || compute_type == "default" {
             "dicta".to_string()
         } else {
             format!("dicta-{compute_type}")

@@ -133,7 +133,11 @@ pub struct RunArgs {
     /// Peers to run side by side, interleaved run by run.
     #[arg(long, value_enum, value_delimiter = ',')]
     pub vs: Vec<Peer>,
-    /// Dicta compute types (one arm each): float32, int8.
+    /// More Dicta models (folders or known names) run as extra arms, interleaved with the
+    /// others and compared with the first Dicta arm (e.g. `--vs-model moonshine-tiny`).
+    #[arg(long, value_delimiter = ',')]
+    pub vs_model: Vec<String>,
+    /// Dicta compute types (one arm each): default, float32, int8.
     #[arg(long, value_delimiter = ',', default_value = "float32")]
     pub compute_types: Vec<String>,
     /// faster-whisper compute types (one arm each).

@@ -65,6 +65,17 @@ pub fn run(args: &RunArgs, harness: &str, g: &Globals) -> Result<u8> {
         );
     }
     let infos = build_workloads(&args.workloads, g)?;
+    let vs_models: Vec<(String, PathBuf)> = args
+        .vs_model
+        .iter()
+        .map(|m| {
+            let dir = fetch::resolve_model(m, &g.home, &g.python, true)?;
+            let name = Path::new(m)
+                .file_name()
+                .map_or_else(|| m.clone(), |n| n.to_string_lossy().into_owned());
+            Ok((name, dir))
+        })
+        .collect::<Result<_>>()?;
     let threads: Vec<Option<usize>> = if args.threads.is_empty() {
         vec![None]
     } else {
@@ -79,6 +90,12 @@ pub fn run(args: &RunArgs, harness: &str, g: &Globals) -> Result<u8> {
         for ct in &args.compute_types {
             let log = out.join(format!("logs/dicta-{ct}-t{tag}.log"));
             arms.push(Arm::start(ArmSpec::dicta(&model, t, ct, log)?)?);
+        }
+        for (name, dir) in &vs_models {
+            let log = out.join(format!("logs/dicta-{name}-t{tag}.log"));
+            let mut spec = ArmSpec::dicta(dir, t, "default", log)?;
+            spec.label = format!("dicta-{name}");
+            arms.push(Arm::start(spec)?);
         }
         for peer in &args.vs {
             match peer {

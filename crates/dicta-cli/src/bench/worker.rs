@@ -48,9 +48,11 @@ pub fn run(args: &WorkerArgs) -> Result<u8> {
         version: env!("CARGO_PKG_VERSION").into(),
         load_seconds: start.elapsed().as_secs_f64(),
         threads,
-        compute_type: engine
-            .whisper()
-            .map_or("float32".to_string(), |w| w.compute_type().to_string()),
+        compute_type: match (engine.whisper(), engine.moonshine()) {
+            (Some(w), _) => w.compute_type().to_string(),
+            (None, Some(m)) => m.compute_type.to_string(),
+            (None, None) => "float32".to_string(),
+        },
     };
     let mut out = std::io::stdout().lock();
     writeln!(out, "{}", serde_json::to_string(&ready)?)?;

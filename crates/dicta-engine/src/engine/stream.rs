@@ -14,7 +14,7 @@
 
 use std::sync::{Arc, MutexGuard};
 
-use dicta_core::{Error, Result};
+use dicta_core::Result;
 
 use super::{Backend, Engine};
 use crate::stream::{
@@ -93,11 +93,8 @@ impl Engine {
                 };
                 StreamEngine::ctc(c.shared_model(), decoder, cfg)?
             }
-            Backend::Moonshine(_) => {
-                return Err(Error::invalid_input(
-                    "streaming sessions are not available for Moonshine models yet; use a \
-                     Whisper or CTC model for /v1/stream",
-                ))
+            Backend::Moonshine(m) => {
+                StreamEngine::moonshine(Arc::clone(m), self.stream_decode_options(), cfg)?
             }
         };
         tracing::info!(family = ?self.family(), "stream worker started");

@@ -13,6 +13,44 @@ const FRAME: usize = 160;
 /// Frames per pause window (200 ms).
 const WINDOW: usize = 20;
 
+/// Energy of each 10 ms frame of `samples` as prefix sums (`prefix[f]` = energy of frames
+/// `0..f`).
+fn energy_prefix(samples: &[f32]) -> Vec<f64> {
+    let mut prefix = Vec::with_capacity(samples.len() / FRAME + 2);
+    prefix.push(0.0);
+    for c in samples.chunks(FRAME) {
+        let e: f64 = c.iter().map(|&x| f64::from(x) * f64::from(x)).sum();
+        prefix.push(prefix.last().copied().unwrap_or(0.0) + e);
+    }
+    prefix
+}
+
+/// The centre of the quietest 200 ms of `samples` whose centre lies in `from..=to` (sample
+/// indices; ties go to the later window), or `None` when no window fits.
+pub fn quietest_point(samples: &[f32], from: usize, to: usize) -> Option<usize> {
+    let to = to.min(samples.len());
+    if to < from || samples.len() < FRAME * WINDOW {
+        return None;
+    }
+    let prefix = energy_prefix(samples);
+    let frames = prefix.len() - 1;
+    let mut best: Option<(f64, usize)> = None;
+    for f in from / FRAME..=to / FRAME {
+        if f + WINDOW > frames {
+            break;
+        }
+        let centre = f * FRAME + WINDOW * FRAME / 2;
+        if centre < from || centre > to {
+            continue;
+        }
+        let e = prefix[f + WINDOW] - prefix[f];
+        if best.is_none_or(|(b, _)| e <= b) {
+            best = Some((e, centre));
+        }
+    }
+    best.map(|(_, c)| c)
+}
+
 /// Pieces of `samples` (consecutive, covering it): each at most `max` samples; every piece but
 /// the last at least `min` (clamped to `max`).
 pub fn cut_at_pauses(samples: &[f32], min: usize, max: usize) -> Vec<Range<usize>> {

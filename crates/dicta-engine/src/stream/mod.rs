@@ -5,12 +5,13 @@
 //! - [`queue`]: the batching rule (plain struct); [`worker`]: the thread around it and the
 //!   [`StreamModel`] trait a batched model implements.
 //! - [`ctc`]: CTC chunked inference with left context; [`whisper`] + [`agreement`]: Whisper
-//!   re-decoding with LocalAgreement-2.
+//!   re-decoding with LocalAgreement-2; [`moonshine`]: the same over Moonshine.
 //! - [`session`]: [`StreamEngine`] and [`Session`] (`feed`/`end`, sync and async).
 
 pub mod agreement;
 pub mod chunker;
 pub mod ctc;
+pub mod moonshine;
 pub mod queue;
 pub mod session;
 pub mod whisper;
@@ -21,6 +22,7 @@ use serde::Serialize;
 
 pub use chunker::{Chunk, ChunkGeometry, Chunker};
 pub use ctc::{ChunkLogProbs, CtcChunkModel, CtcStreamDecoder};
+pub use moonshine::MoonshineChunkModel;
 pub use session::{Session, SessionOptions, StreamConfig, StreamEngine};
 pub use whisper::{WhisperChunkModel, WhisperGeometry};
 pub use worker::{StreamModel, WorkerConfig, WorkerStats};

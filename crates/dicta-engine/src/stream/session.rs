@@ -7,10 +7,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use dicta_core::{Error, ErrorKind, Result};
 use dicta_decode::Vocabulary;
 use dicta_models::ctc::CtcModel;
+use dicta_models::moonshine::MoonshineModel;
 use dicta_models::whisper::Whisper;
 
 use super::chunker::{Chunk, ChunkGeometry};
 use super::ctc::{ChunkLogProbs, CtcBackend, CtcChunkModel, CtcSession, CtcStreamDecoder};
+use super::moonshine::MoonshineChunkModel;
 use super::whisper::{WhisperBackend, WhisperChunkModel, WhisperGeometry, WhisperSession};
 use super::worker::{with_threads, StreamModel, Worker, WorkerConfig, WorkerStats};
 use super::{EndpointOptions, Event};
@@ -23,13 +25,17 @@ pub struct StreamConfig {
     pub worker: WorkerConfig,
     /// Most sessions open at once; opening one more fails with `Overloaded`.
     pub max_sessions: usize,
-    /// New audio per model call in seconds (CTC chunk step / Whisper decode interval);
-    /// `None`: 0.64 s for CTC, 1.0 s for Whisper. Rounded to the model's frame / mel hop.
+    /// New audio per model call in seconds (CTC chunk step / Whisper and Moonshine decode
+    /// interval); `None`: 0.64 s for CTC, 1.0 s for Whisper, 0.5 s for Moonshine. Rounded to the
+    /// model's frame / mel hop (10 ms for Moonshine).
     pub step_seconds: Option<f32>,
     /// CTC left context in seconds (audio before the step that each chunk repeats).
     pub left_context_seconds: f32,
     /// Whisper: cut the buffer after confirmed segments once it is longer than this.
     pub whisper_trim_seconds: f32,
+    /// Moonshine: cut the buffer at a pause before the confirmed text once it is longer than
+    /// this (each step re-encodes the buffer, so this bounds a step's cost).
+    pub moonshine_trim_seconds: f32,
     /// Threads of the worker's model calls (their own rayon pool); `None`: rayon's global pool.
     pub threads: Option<usize>,
 }
@@ -42,6 +48,7 @@ impl Default for StreamConfig {
             step_seconds: None,
             left_context_seconds: 1.28,
             whisper_trim_seconds: 15.0,
+            moonshine_trim_seconds: 5.0,
             threads: None,
         }
     }
@@ -160,6 +167,29 @@ impl StreamEngine {
         ))
     }
 
+    /// A Moonshine stream engine: the Whisper session logic (re-decoding with
+    /// LocalAgreement-2) over Moonshine, whose cost follows the buffer's length.
+    pub fn moonshine(
+        model: Arc<MoonshineModel>,
+        opts: DecodeOptions,
+        config: StreamConfig,
+    ) -> Result<Self> {
+        let geometry = WhisperGeometry::for_moonshine(
+            config.step_seconds.unwrap_or(0.5),
+            config.moonshine_trim_seconds,
+        )?;
+        let chunk_model = with_threads(
+            Arc::new(MoonshineChunkModel::new(model, opts)?),
+            config.threads,
+        )?;
+        let worker = Worker::spawn(chunk_model, config.worker, "dicta-stream-moonshine")?;
+        let backend = WhisperBackend { worker, geometry };
+        Ok(Self::with_backend(
+            Backend::Whisper(Arc::new(backend)),
+            &config,
+        ))
+    }
+
     fn with_backend(backend: Backend, config: &StreamConfig) -> Self {
         Self {
             backend,
@@ -214,7 +244,7 @@ impl StreamEngine {
         }
     }
 
-    /// The Whisper buffer geometry (`None` for CTC).
+    /// The Whisper / Moonshine buffer geometry (`None` for CTC).
     pub fn whisper_geometry(&self) -> Option<WhisperGeometry> {
         match &self.backend {
             Backend::Whisper(b) => Some(b.geometry),

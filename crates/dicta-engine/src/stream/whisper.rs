@@ -2,6 +2,11 @@
 //! confirms words with LocalAgreement-2 ([`LocalAgreement`]) and trims the buffer after
 //! confirmed segments, so each decode sees at most one 30 s window however long the stream. The
 //! decodes of many sessions are batched by the worker.
+//!
+//! Moonshine streams run the same session logic over [`super::moonshine::MoonshineChunkModel`]
+//! with their own geometry ([`WhisperGeometry::for_moonshine`]): a shorter buffer, and cuts at
+//! the quietest point before the confirmed text (Moonshine has no timestamps to cut by), so each
+//! step re-encodes only the few seconds since the last cut.
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -62,6 +67,23 @@ pub struct WhisperGeometry {
     pub max_buffer: usize,
     /// Above this length the buffer is cut after the last confirmed segment.
     pub trim: usize,
+    /// Above `trim`, cut at the quietest 200 ms before the confirmed text when no segment end
+    /// allows a cut (models without timestamps).
+    pub cut_at_pauses: bool,
+    /// When > 0, a step is at least `buffer / step_divisor` (rounded up to whole `step`s): the
+    /// cost of re-decoding grows with the buffer, so longer buffers are re-decoded less often
+    /// (a bounded cost per second of audio). 0: every step is `step`.
+    pub step_divisor: usize,
+}
+
+impl WhisperGeometry {
+    /// New samples to take before the next decode of a buffer of `buffered` samples.
+    pub fn next_step(&self, buffered: usize) -> usize {
+        if self.step_divisor == 0 {
+            return self.step;
+        }
+        (buffered / self.step_divisor).div_ceil(self.step).max(1) * self.step
+    }
 }
 
 impl WhisperGeometry {
@@ -96,9 +118,46 @@ impl WhisperGeometry {
             step,
             max_buffer,
             trim,
+            cut_at_pauses: false,
+            step_divisor: 0,
+        })
+    }
+
+    /// Geometry of Moonshine streams: `step_seconds` rounded to 10 ms, a buffer of at most one
+    /// Moonshine piece ([`crate::moonshine::MAX_PIECE_SECONDS`]), cut at pauses above
+    /// `trim_seconds`.
+    ///
+    /// Errors: `InvalidInput` for a step that is not positive or over half the buffer.
+    pub fn for_moonshine(step_seconds: f32, trim_seconds: f32) -> Result<Self> {
+        let max_buffer = crate::moonshine::MAX_PIECE_SECONDS as usize * SAMPLE_RATE;
+        let hop = SAMPLE_RATE / 100;
+        let step = (f64::from(step_seconds) * 100.0).round().max(0.0) as usize * hop;
+        if !(step_seconds.is_finite() && step > 0 && step * 2 <= max_buffer) {
+            return Err(Error::invalid_input(format!(
+                "moonshine step must be between 0.01 s and {} s, got {step_seconds} s",
+                max_buffer / SAMPLE_RATE / 2
+            )));
+        }
+        let trim = if trim_seconds.is_finite() && trim_seconds > 0.0 {
+            ((f64::from(trim_seconds) * SAMPLE_RATE as f64) as usize).min(max_buffer - step)
+        } else {
+            max_buffer - step
+        };
+        Ok(Self {
+            step,
+            max_buffer,
+            trim,
+            cut_at_pauses: true,
+            step_divisor: MOONSHINE_STEP_DIVISOR,
         })
     }
 }
+
+/// Moonshine steps are at least a quarter of the buffer (see [`WhisperGeometry::step_divisor`]).
+const MOONSHINE_STEP_DIVISOR: usize = 4;
+
+/// Seconds kept between a pause cut and the estimated end of the confirmed text.
+const PAUSE_MARGIN: f64 = 0.3;
 
 /// What all sessions of one Whisper stream engine share.
 pub(crate) struct WhisperBackend {
@@ -154,11 +213,15 @@ impl WhisperSession {
         samples: &[f32],
     ) -> Result<Vec<Event>> {
         self.incoming.extend_from_slice(samples);
-        let step = self.backend.geometry.step;
         let mut events = Vec::new();
         let mut taken = 0;
-        // Decode points are whole steps of the stream, so the block size never changes them.
-        while self.incoming.len() - taken >= step {
+        // Decode points depend only on the stream's samples (whole steps, sized by the buffer
+        // at that point), so the block size never changes them.
+        loop {
+            let step = self.backend.geometry.next_step(self.buffer.len());
+            if self.incoming.len() - taken < step {
+                break;
+            }
             self.buffer
                 .extend_from_slice(&self.incoming[taken..taken + step]);
             taken += step;
@@ -253,7 +316,14 @@ impl WhisperSession {
                 .filter(|&e| e <= committed + 1e-6 && e > start)
                 .reduce(f64::max);
         }
-        if cut.is_none() && self.buffer.len() + g.step > g.max_buffer {
+        if cut.is_none() && g.cut_at_pauses && self.buffer.len() > g.trim {
+            // Word times are spread estimates here: cut in a pause well before the confirmed
+            // end, and let the agreement skip the confirmed words still in the buffer by text.
+            let to = ((committed - PAUSE_MARGIN - start) * SAMPLE_RATE as f64).max(0.0) as usize;
+            cut = crate::moonshine::pieces::quietest_point(&self.buffer, SAMPLE_RATE, to)
+                .map(|p| start + p as f64 / SAMPLE_RATE as f64);
+        }
+        if cut.is_none() && self.buffer.len() + g.next_step(self.buffer.len()) > g.max_buffer {
             if committed > start + 1.0 {
                 cut = Some(committed);
             } else {

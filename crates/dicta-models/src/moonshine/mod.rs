@@ -36,6 +36,8 @@ pub struct MoonshineModel {
     pub model: Moonshine,
     /// Byte-level BPE tokenizer (`tokenizer.json`).
     pub tokenizer: tokenizers::Tokenizer,
+    /// The compute type the layers were built for (`Auto` resolved).
+    pub compute_type: ComputeType,
 }
 
 impl MoonshineModel {
@@ -75,7 +77,11 @@ impl MoonshineModel {
         let tok_path = dir.join(TOKENIZER_FILE);
         let tokenizer = tokenizers::Tokenizer::from_file(&tok_path)
             .map_err(|e| Error::model_load(format!("{}: {e}", tok_path.display())))?;
-        Ok(Self { model, tokenizer })
+        Ok(Self {
+            model,
+            tokenizer,
+            compute_type: ct,
+        })
     }
 
     /// Text of `tokens` (special tokens dropped).

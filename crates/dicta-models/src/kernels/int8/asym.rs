@@ -82,6 +82,23 @@ fn params(x: &[f32]) -> Option<(f32, i32)> {
     Some((scale, zp as i32))
 }
 
+/// Quantizes one row as `DynamicQuantizeLinear` does (`clamp(round(x / scale), −zp, 255 − zp)
+/// + zp`, ties to even) into `out` and returns the row's sum of quantized values.
+#[inline]
+fn quantize_row(x: &[f32], scale: f32, zp: i32, out: &mut [u8]) -> i32 {
+    let (lo, hi) = (-zp as f32, (255 - zp) as f32);
+    // Adding and subtracting 1.5·2²³ rounds half to even for |v| ≤ 255, exactly as
+    // `round_ties_even`, without a libm call per element (so the loop vectorises).
+    const MAGIC: f32 = 12_582_912.0;
+    let mut sum = 0i32;
+    for (o, v) in out.iter_mut().zip(x) {
+        let q = (((v / scale).clamp(lo, hi) + MAGIC) - MAGIC) as i32 + zp;
+        *o = q as u8;
+        sum += q;
+    }
+    sum
+}
+
 /// `out [m, n] = dequant(quant(x) · B) + bias` with `x [m, k]` quantized per group of `group`
 /// consecutive rows (the last group may be shorter), at the fastest [`Level`].
 pub fn matmul_u8_asym(
@@ -135,14 +152,12 @@ pub fn matmul_u8_asym_at(
             row_params[r] = p;
             nan_rows[r] = nan;
             let Some((scale, zp)) = p else { continue };
-            let (lo, hi) = (-zp as f32, (255 - zp) as f32);
-            let mut sum = 0i32;
-            for (o, v) in a[r * k4..r * k4 + k].iter_mut().zip(&x[r * k..(r + 1) * k]) {
-                let q = (v / scale).clamp(lo, hi).round_ties_even() as i32 + zp;
-                *o = q as u8;
-                sum += q;
-            }
-            rowsum[r] = sum;
+            rowsum[r] = quantize_row(
+                &x[r * k..(r + 1) * k],
+                scale,
+                zp,
+                &mut a[r * k4..r * k4 + k],
+            );
         }
     }
     let base = w.shift - w.zb;
@@ -155,21 +170,25 @@ pub fn matmul_u8_asym_at(
             for p in (0..w.w.n_pad / PANEL).step_by(2) {
                 for r in (0..rows).step_by(MR) {
                     tile_at(level, &a[(row0 + r) * k4..], &w.w, p, &mut tile);
-                    let cols = NR.min(n - p * PANEL);
+                    let (c0, cols) = (p * PANEL, NR.min(n - p * PANEL));
+                    let colsum = &w.colsum[c0..c0 + cols];
                     for (i, acc) in tile.iter().enumerate().take((rows - r).min(MR)) {
                         let row = row0 + r + i;
-                        let o = &mut out[(r + i) * n + p * PANEL..(r + i) * n + p * PANEL + cols];
-                        for (j, y) in o.iter_mut().enumerate() {
-                            let c = p * PANEL + j;
-                            let b = bias.map_or(0.0, |b| b[c]);
-                            *y = match row_params[row] {
-                                Some((sa, za)) => {
-                                    let s = acc[j] + base * rowsum[row] - za * w.colsum[c];
-                                    s as f32 * (sa * w.scale) + b
+                        let o = &mut out[(r + i) * n + c0..(r + i) * n + c0 + cols];
+                        match row_params[row] {
+                            Some((sa, za)) => {
+                                // Hoisted per row so the column loop vectorises.
+                                let (mult, off) = (sa * w.scale, base * rowsum[row]);
+                                for ((y, &a), &cs) in o.iter_mut().zip(&acc[..cols]).zip(colsum) {
+                                    *y = (a + off - za * cs) as f32 * mult;
                                 }
-                                None if nan_rows[row] => f32::NAN,
-                                None => b,
-                            };
+                            }
+                            None => o.fill(if nan_rows[row] { f32::NAN } else { 0.0 }),
+                        }
+                        if let Some(b) = bias {
+                            for (y, &b) in o.iter_mut().zip(&b[c0..c0 + cols]) {
+                                *y += b;
+                            }
                         }
                     }
                 }
