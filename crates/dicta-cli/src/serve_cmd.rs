@@ -21,9 +21,10 @@ use crate::{fetch, Globals};
 /// `dicta serve …`
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// Model folder or known name (fetched on first use).
+    /// Model folder or known name (fetched on first use). Repeatable: every model stays
+    /// resident and requests pick one by name (`model`); the first is the default.
     #[arg(long, env = "DICTA_MODEL", default_value = fetch::DEFAULT_MODEL)]
-    pub model: String,
+    pub model: Vec<String>,
     /// Address to bind (loopback by default; use 0.0.0.0 to listen on all interfaces).
     #[arg(long, env = "DICTA_HOST", default_value = "127.0.0.1")]
     pub host: String,
@@ -236,19 +237,25 @@ impl StreamSession for EngineStream {
 
 /// Runs `dicta serve` until SIGINT/SIGTERM; returns the exit code.
 pub fn run(args: &ServeArgs, g: &Globals) -> Result<u8> {
-    let model_dir: PathBuf = fetch::resolve_model(&args.model, &g.home, &g.python, true)?;
-    let config = EngineConfig {
-        batch_size: args.batch_size,
-        decode: DecodeOptions {
-            beam_size: args.beam_size,
-            ..DecodeOptions::default()
-        },
-        compute_type: args.compute_type,
-        ..EngineConfig::default()
-    };
-    let engine = Engine::load(&model_dir, config)
-        .with_context(|| format!("cannot load the model in {}", model_dir.display()))?;
-    let name = args.model.clone();
+    let mut backends: Vec<Arc<dyn Backend>> = Vec::with_capacity(args.model.len());
+    for name in &args.model {
+        let model_dir: PathBuf = fetch::resolve_model(name, &g.home, &g.python, true)?;
+        let config = EngineConfig {
+            batch_size: args.batch_size,
+            decode: DecodeOptions {
+                beam_size: args.beam_size,
+                ..DecodeOptions::default()
+            },
+            compute_type: args.compute_type,
+            ..EngineConfig::default()
+        };
+        let engine = Engine::load(&model_dir, config)
+            .with_context(|| format!("cannot load the model in {}", model_dir.display()))?;
+        backends.push(Arc::new(EngineBackend {
+            engine,
+            name: name.clone(),
+        }));
+    }
     let server = ServerConfig {
         host: args.host.clone(),
         port: args.port,
@@ -269,7 +276,6 @@ pub fn run(args: &ServeArgs, g: &Globals) -> Result<u8> {
         stream_idle_timeout_s: args.stream_idle_timeout_s,
         ..ServerConfig::default()
     };
-    let backend: Arc<dyn Backend> = Arc::new(EngineBackend { engine, name });
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -279,7 +285,9 @@ pub fn run(args: &ServeArgs, g: &Globals) -> Result<u8> {
         let bound = dicta_server::bind(server).await?;
         // Printed (not logged) so scripts and tests can read the port chosen for --port 0.
         println!("listening on http://{}", bound.local_addr());
-        bound.run(backend, dicta_server::shutdown_signal()).await
+        bound
+            .run_models(backends, dicta_server::shutdown_signal())
+            .await
     })?;
     eprintln!("dicta serve: stopped");
     Ok(0)

@@ -26,6 +26,7 @@ import asyncio
 import json
 import re
 import sys
+import urllib.parse
 import wave
 
 import websockets
@@ -73,6 +74,9 @@ async def run(args):
         assert ready["type"] == "ready", ready
         await ws.send(json.dumps({"type": "config", "encoding": "i16_le", "sample_rate": rate}))
         ack = json.loads(await ws.recv())
+        # A model picked in the query string (`?model=…`) is echoed; none is left out.
+        picked = urllib.parse.parse_qs(urllib.parse.urlparse(args.url).query).get("model")
+        assert ack.pop("model", None) == (picked[0] if picked else None), ack
         assert ack == {"type": "config", "encoding": "i16_le", "sample_rate": rate,
                        "language": None}, ack
 

@@ -35,17 +35,8 @@ fn model_dir() -> Option<PathBuf> {
 fn model() -> Option<&'static MoonshineModel> {
     static M: OnceLock<Option<MoonshineModel>> = OnceLock::new();
     M.get_or_init(|| {
-        model_dir().map(|d| {
-            MoonshineModel::load(
-                &d,
-                if std::env::var_os("MS_F32").is_some() {
-                    ComputeType::Float32
-                } else {
-                    ComputeType::Int8
-                },
-            )
-            .expect("load moonshine-tiny")
-        })
+        model_dir()
+            .map(|d| MoonshineModel::load(&d, ComputeType::Int8).expect("load moonshine-tiny"))
     })
     .as_ref()
 }
@@ -154,7 +145,7 @@ fn greedy_tokens_match_onnxruntime() {
     let Some(m) = model() else { return };
     for (clip, tokens, text) in reference() {
         let samples = audio(&clip);
-        let ours = greedy(m, &[samples.clone()], &[max_len(samples.len())]).remove(0);
+        let ours = greedy(m, std::slice::from_ref(&samples), &[max_len(samples.len())]).remove(0);
         assert_eq!(ours, tokens, "{clip}");
         assert_eq!(m.decode_text(&ours).unwrap(), text, "{clip}");
     }

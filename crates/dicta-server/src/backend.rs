@@ -75,8 +75,8 @@ pub trait Backend: Send + Sync + 'static {
     /// error to every request of the group; the batcher lives on.
     fn transcribe(&self, inputs: Vec<BackendInput>) -> BackendOutput;
 
-    /// The model name reported to clients (OpenAI's `model` field is accepted but not used
-    /// to pick a model: one model is resident).
+    /// The name clients pick this model by (OpenAI's `model` field, `/transcribe`'s `model`,
+    /// the stream's `model`), listed by `GET /v1/models`.
     fn model_name(&self) -> String;
 
     /// Runs the model once so that the first real request does not pay for lazy
@@ -116,6 +116,9 @@ pub trait Backend: Send + Sync + 'static {
 pub struct StreamOptions {
     /// Language code (e.g. `"en"`); `None` keeps the backend's default.
     pub language: Option<String>,
+    /// The resident model the stream uses (`None`: the default; the server picks the backend
+    /// by it before calling [`Backend::open_stream`]).
+    pub model: Option<String>,
 }
 
 /// Whether an event's text may still change.

@@ -115,56 +115,98 @@ impl Bound {
         backend: Arc<dyn Backend>,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<()> {
+        self.run_models(vec![backend], shutdown).await
+    }
+
+    /// [`Bound::run`] with several resident models: one batcher per model (its own queue and
+    /// coalescing), picked per request by name (`model` of the OpenAI form, of `/transcribe`
+    /// and of the stream settings; none or `"whisper-1"` picks the first). `/readyz` answers 200
+    /// once every model warmed up; a failed warm-up of any stops the server.
+    ///
+    /// Errors: `InvalidInput` for no backends or two with the same name.
+    pub async fn run_models(
+        self,
+        backends: Vec<Arc<dyn Backend>>,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<()> {
+        let names: Vec<String> = backends.iter().map(|b| b.model_name()).collect();
+        if names.is_empty() {
+            return Err(Error::invalid_input("the server needs at least one model"));
+        }
+        for (i, n) in names.iter().enumerate() {
+            if names[..i].contains(n) {
+                return Err(Error::invalid_input(format!(
+                    "two resident models are both named {n:?}"
+                )));
+            }
+        }
         let cfg = Arc::new(self.cfg);
         let metrics = Arc::new(Metrics::new());
-        let ready = Arc::new(AtomicBool::new(false));
-        let (queue_tx, queue_rx) = mpsc::sync_channel(cfg.max_queue);
-        let (warmed_tx, warmed_rx) = oneshot::channel();
-        let worker = worker::spawn(
-            WorkerSetup {
-                backend: backend.clone(),
-                limits: GroupLimits {
-                    max_requests: cfg.max_group,
-                    max_inputs: cfg.max_group_inputs,
+        let mut ready = Vec::new();
+        let mut workers = Vec::new();
+        let mut queues = Vec::new();
+        let mut warmed = Vec::new();
+        for (backend, name) in backends.iter().zip(&names) {
+            let flag = Arc::new(AtomicBool::new(false));
+            let (queue_tx, queue_rx) = mpsc::sync_channel(cfg.max_queue);
+            let (warmed_tx, warmed_rx) = oneshot::channel();
+            workers.push(worker::spawn(
+                WorkerSetup {
+                    backend: backend.clone(),
+                    limits: GroupLimits {
+                        max_requests: cfg.max_group,
+                        max_inputs: cfg.max_group_inputs,
+                    },
+                    wait: cfg.batch_wait(),
+                    metrics: metrics.clone(),
+                    ready: flag.clone(),
                 },
-                wait: cfg.batch_wait(),
-                metrics: metrics.clone(),
-                ready: ready.clone(),
-            },
-            queue_rx,
-            warmed_tx,
-        )?;
+                queue_rx,
+                warmed_tx,
+            )?);
+            queues.push(pipeline::ModelQueue {
+                name: name.clone(),
+                queue: queue_tx,
+                translation: backend.supports_translation(),
+            });
+            ready.push(flag);
+            warmed.push(warmed_rx);
+        }
         let streams = Arc::new(tokio::sync::Semaphore::new(cfg.max_streams));
         let (stopping_tx, stopping) = tokio::sync::watch::channel(false);
         let state = Arc::new(AppState {
-            pipeline: Pipeline::new(
-                cfg.clone(),
-                queue_tx,
-                backend.supports_translation(),
-                metrics.clone(),
-            ),
+            pipeline: Pipeline::new(cfg.clone(), queues, metrics.clone()),
             cfg: cfg.clone(),
             metrics,
             ready,
-            model: backend.model_name(),
-            backend: backend.clone(),
+            model: names[0].clone(),
+            models: names
+                .iter()
+                .cloned()
+                .zip(backends.iter().cloned())
+                .collect(),
             streams: streams.clone(),
             shutdown: stopping,
         });
         let app = routes::router(state);
-        tracing::info!(addr = %self.addr, model = %backend.model_name(), "serving");
+        tracing::info!(addr = %self.addr, models = ?names, "serving");
 
         let warm_error = Arc::new(Mutex::new(None));
         let stop = {
             let warm_error = warm_error.clone();
             async move {
                 let warm_failed = async {
-                    match warmed_rx.await {
-                        Ok(Err(e)) => e,
-                        // Warmed up (or the batcher is gone, which the requests will report):
-                        // keep serving until asked to stop.
-                        _ => std::future::pending().await,
-                    }
+                    // The first warm-up failure of any model; warmed-up models (or batchers
+                    // that are gone, which the requests will report) keep serving.
+                    let failures = warmed.into_iter().map(|rx| {
+                        Box::pin(async move {
+                            match rx.await {
+                                Ok(Err(e)) => e,
+                                _ => std::future::pending().await,
+                            }
+                        })
+                    });
+                    futures_select_all(failures.collect()).await
                 };
                 tokio::select! {
                     () = shutdown => tracing::info!("shutdown requested; finishing in-flight requests"),
@@ -182,10 +224,15 @@ impl Bound {
         let _ = streams.acquire_many(all).await;
         // Every connection is closed, so the router and its queue sender are gone: the
         // batcher drains what is left and exits.
-        let joined = tokio::task::spawn_blocking(move || worker.join()).await;
+        let joined = tokio::task::spawn_blocking(move || {
+            // Join every batcher, even after one failed.
+            let joined: Vec<bool> = workers.into_iter().map(|w| w.join().is_ok()).collect();
+            joined.into_iter().all(|ok| ok)
+        })
+        .await;
         served.map_err(|e| Error::new(ErrorKind::Io, format!("server error: {e}")))?;
-        if joined.map_or(true, |j| j.is_err()) {
-            return Err(Error::internal("the batcher thread panicked"));
+        if !joined.unwrap_or(false) {
+            return Err(Error::internal("a batcher thread panicked"));
         }
         if let Some(e) = warm_error.lock().unwrap_or_else(|p| p.into_inner()).take() {
             return Err(e.context("backend warm-up failed"));
@@ -193,6 +240,21 @@ impl Bound {
         tracing::info!("server stopped");
         Ok(())
     }
+}
+
+/// The output of the first of `futures` to complete (they never all stay pending here: each
+/// is a warm-up that either fails or waits forever, so this waits forever unless one fails).
+async fn futures_select_all<F: Future + Unpin>(futures: Vec<F>) -> F::Output {
+    let mut futures = futures;
+    std::future::poll_fn(move |cx| {
+        for f in futures.iter_mut() {
+            if let std::task::Poll::Ready(v) = std::pin::Pin::new(f).poll(cx) {
+                return std::task::Poll::Ready(v);
+            }
+        }
+        std::task::Poll::Pending
+    })
+    .await
 }
 
 /// Binds and serves until `shutdown` completes (see [`Bound::run`]).

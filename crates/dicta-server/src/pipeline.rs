@@ -25,6 +25,8 @@ pub(crate) struct TranscribeRequest {
     pub inputs: Vec<RawInput>,
     /// Options shared by every input.
     pub options: RequestOptions,
+    /// The resident model asked for (`None`: the default one).
+    pub model: Option<String>,
 }
 
 /// The answer: results in input order plus timing and grouping.
@@ -42,6 +44,40 @@ pub(crate) struct TranscribeOutcome {
     pub group_inputs: usize,
     /// Statistics of the backend call.
     pub stats: Arc<Stats>,
+    /// The model that answered.
+    pub model: String,
+}
+
+/// One resident model's batcher queue.
+pub(crate) struct ModelQueue {
+    /// The name clients pick it by.
+    pub name: String,
+    /// Its batcher (capacity at least `cfg.max_queue`).
+    pub queue: mpsc::SyncSender<Job>,
+    /// Whether it translates.
+    pub translation: bool,
+}
+
+/// `"whisper-1"`, the model name OpenAI clients send by default: the default model.
+pub(crate) const OPENAI_DEFAULT_MODEL: &str = "whisper-1";
+
+/// Index of the model `name` picks among `names` (`None`, empty or `"whisper-1"`: the first).
+/// Errors: `InvalidInput` naming the known models.
+pub(crate) fn pick_model<'a>(
+    names: impl Iterator<Item = &'a str>,
+    name: Option<&str>,
+) -> Result<usize> {
+    let names: Vec<&str> = names.collect();
+    let name = name.map(str::trim).unwrap_or_default();
+    if name.is_empty() || name == OPENAI_DEFAULT_MODEL {
+        return Ok(0);
+    }
+    names.iter().position(|n| *n == name).ok_or_else(|| {
+        Error::invalid_input(format!(
+            "unknown model {name:?}; this server has {} (\"{OPENAI_DEFAULT_MODEL}\" or no model picks the first)",
+            names.join(", ")
+        ))
+    })
 }
 
 /// Admission, validation and the queue to the batcher.
@@ -49,8 +85,7 @@ pub(crate) struct Pipeline {
     cfg: Arc<ServerConfig>,
     /// One permit per request admitted and not yet taken by the batcher.
     admission: Arc<Semaphore>,
-    queue: mpsc::SyncSender<Job>,
-    translation: bool,
+    models: Vec<ModelQueue>,
     metrics: Arc<Metrics>,
     /// Decoded audio held by admitted requests, server-wide.
     budget: Arc<AudioBudget>,
@@ -82,21 +117,15 @@ impl Drop for Decoding<'_> {
 }
 
 impl Pipeline {
-    /// A pipeline feeding `queue` (whose capacity must be at least `cfg.max_queue`).
-    pub fn new(
-        cfg: Arc<ServerConfig>,
-        queue: mpsc::SyncSender<Job>,
-        translation: bool,
-        metrics: Arc<Metrics>,
-    ) -> Self {
+    /// A pipeline feeding one batcher queue per model (the first is the default).
+    pub fn new(cfg: Arc<ServerConfig>, models: Vec<ModelQueue>, metrics: Arc<Metrics>) -> Self {
         let admission = Arc::new(Semaphore::new(cfg.max_queue));
         let budget = AudioBudget::new(cfg.max_pending_audio_mib << 20);
         Self {
             budget,
             cfg,
             admission,
-            queue,
-            translation,
+            models,
             metrics,
         }
     }
@@ -136,7 +165,11 @@ impl Pipeline {
                 *p = dicta_core::text::prompt_tail(p, max).to_string();
             }
         }
-        self.validate(&req)?;
+        let m = pick_model(
+            self.models.iter().map(|m| m.name.as_str()),
+            req.model.as_deref(),
+        )?;
+        self.validate(&req, self.models[m].translation)?;
         let limits = AudioLimits {
             max_audio_seconds: self.cfg.max_audio_seconds,
             max_decoded_bytes: self.cfg.max_decoded_bytes,
@@ -170,6 +203,7 @@ impl Pipeline {
                 group_requests: 0,
                 group_inputs: 0,
                 stats: Arc::new(Stats::default()),
+                model: self.models[m].name.clone(),
             });
         }
         // Schedule. Dropping this future (client gone, timeout) sets `gone`, which cancels
@@ -195,7 +229,7 @@ impl Pipeline {
             permit,
             reservation,
         };
-        self.queue.try_send(job).map_err(|e| match e {
+        self.models[m].queue.try_send(job).map_err(|e| match e {
             // Unreachable while permits bound the queue; kept as an honest answer.
             mpsc::TrySendError::Full(_) => Error::new(
                 ErrorKind::Overloaded,
@@ -226,10 +260,11 @@ impl Pipeline {
             group_requests: reply.group_requests,
             group_inputs: reply.group_inputs,
             stats: reply.stats,
+            model: self.models[m].name.clone(),
         })
     }
 
-    fn validate(&self, req: &TranscribeRequest) -> Result<()> {
+    fn validate(&self, req: &TranscribeRequest, translation: bool) -> Result<()> {
         let n = req.inputs.len();
         if n == 0 {
             return Err(Error::invalid_input("the request holds no inputs"));
@@ -241,7 +276,7 @@ impl Pipeline {
                 format!("{n} inputs"),
             ));
         }
-        validate_options(&req.options, self.translation)
+        validate_options(&req.options, translation)
     }
 }
 

@@ -58,7 +58,7 @@ pub fn cut_at_pauses(samples: &[f32], min: usize, max: usize) -> Vec<Range<usize
     let max = max.max(FRAME * WINDOW);
     let min = min.min(max);
     if n <= max {
-        return vec![0..n];
+        return std::iter::once(0..n).collect();
     }
     // Energy per 10 ms frame, then prefix sums for windowed sums.
     let energy: Vec<f64> = samples
@@ -107,8 +107,14 @@ mod tests {
 
     #[test]
     fn short_audio_is_one_piece() {
-        assert_eq!(cut_at_pauses(&tone(1000), 10, 16_000), vec![0..1000]);
-        assert_eq!(cut_at_pauses(&[], 10, 16_000), vec![0..0]);
+        assert_eq!(
+            cut_at_pauses(&tone(1000), 10, 16_000),
+            std::iter::once(0..1000).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            cut_at_pauses(&[], 10, 16_000),
+            std::iter::once(0..0).collect::<Vec<_>>()
+        );
     }
 
     #[test]

@@ -31,6 +31,9 @@ pub struct QuantizedMatmul {
     pub scale: f32,
 }
 
+/// A dense layer's `[out, in]` shape, weights and optional bias.
+type Dense = (Vec<usize>, Vec<f32>, Option<Vec<f32>>);
+
 /// Stored 8-bit matmuls by canonical layer name (`encoder.layers.0.self_attn.q_proj`).
 pub type Quantized = HashMap<String, QuantizedMatmul>;
 
@@ -155,7 +158,7 @@ impl<'a> View<'a> {
     }
 
     /// The `[out, in]` weight and optional bias of the matmul under `prefix`.
-    fn linear(&self, prefix: &str) -> Result<(Vec<usize>, Vec<f32>, Option<Vec<f32>>)> {
+    fn linear(&self, prefix: &str) -> Result<Dense> {
         let n = self
             .node(
                 prefix,

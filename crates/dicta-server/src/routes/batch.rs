@@ -25,6 +25,9 @@ pub(crate) struct BatchRequest {
     /// Options shared by every input.
     #[serde(default)]
     pub parameters: RequestOptions,
+    /// The resident model to use (default: the first `--model`).
+    #[serde(default)]
+    pub model: Option<String>,
 }
 
 /// One recording of a `/transcribe` request.
@@ -47,7 +50,7 @@ pub(crate) struct BatchInput {
 pub(crate) struct BatchResponse {
     /// The server's id for the request (also the `x-request-id` header).
     pub request_id: String,
-    /// The resident model.
+    /// The model that answered.
     pub model: String,
     /// One entry per input, in input order: a transcript, or `{"id", "error"}`.
     pub results: Vec<Value>,
@@ -83,9 +86,10 @@ pub(crate) async fn transcribe(
             request_id: id.0.clone(),
             inputs,
             options: body.parameters,
+            model: body.model,
         })
         .await?;
-    Ok(Json(respond(&s, id.0, ids, outcome)))
+    Ok(Json(respond(id.0, ids, outcome)))
 }
 
 fn batch_input(index: usize, input: BatchInput) -> Result<RawInput> {
@@ -123,12 +127,7 @@ fn pcm_format(encoding: Option<&str>, sample_rate: Option<u32>) -> Result<AudioF
     }
 }
 
-fn respond(
-    s: &Shared,
-    request_id: String,
-    ids: Vec<String>,
-    outcome: TranscribeOutcome,
-) -> BatchResponse {
+fn respond(request_id: String, ids: Vec<String>, outcome: TranscribeOutcome) -> BatchResponse {
     let results = outcome
         .results
         .into_iter()
@@ -142,7 +141,7 @@ fn respond(
         .collect();
     BatchResponse {
         request_id,
-        model: s.model.clone(),
+        model: outcome.model.clone(),
         results,
         request_seconds: outcome.request_seconds,
         queue_seconds: outcome.queue_seconds,
@@ -169,6 +168,8 @@ pub(crate) struct RawQuery {
     pub word_timestamps: bool,
     #[serde(default)]
     pub task: Task,
+    /// The resident model to use (default: the first).
+    pub model: Option<String>,
 }
 
 /// `POST /v1/transcriptions/raw`: the body is headerless mono PCM. Answers like
@@ -200,13 +201,14 @@ pub(crate) async fn raw(
                 format,
             }],
             options,
+            model: q.model,
         })
         .await?;
     if let Some(Err(e)) = outcome.results.first() {
         return Err(e.clone().into());
     }
     outcome.results.truncate(1);
-    Ok(Json(respond(&s, id.0, vec![input_id], outcome)))
+    Ok(Json(respond(id.0, vec![input_id], outcome)))
 }
 
 #[cfg(test)]

@@ -1,7 +1,5 @@
 //! Liveness, readiness and metrics.
 
-use std::sync::atomic::Ordering;
-
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -18,8 +16,9 @@ pub(crate) async fn health() -> Json<serde_json::Value> {
 
 /// `GET /readyz`: 200 once the backend warmed up, 503 before.
 pub(crate) async fn readyz(State(s): State<Shared>) -> Response {
-    if s.ready.load(Ordering::Acquire) {
-        Json(json!({ "status": "ready", "model": s.model })).into_response()
+    if s.is_ready() {
+        let models: Vec<&str> = s.models.iter().map(|m| m.0.as_str()).collect();
+        Json(json!({ "status": "ready", "model": s.model, "models": models })).into_response()
     } else {
         ApiError {
             status: StatusCode::SERVICE_UNAVAILABLE,

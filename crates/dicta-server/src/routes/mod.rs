@@ -30,10 +30,13 @@ pub(crate) struct AppState {
     pub cfg: Arc<ServerConfig>,
     pub pipeline: Pipeline,
     pub metrics: Arc<Metrics>,
-    pub ready: Arc<AtomicBool>,
+    /// One flag per resident model, set once its batcher warmed it up.
+    pub ready: Vec<Arc<AtomicBool>>,
+    /// The default model's name.
     pub model: String,
-    /// The backend, for stream sessions (batch work goes through the pipeline's batcher).
-    pub backend: Arc<dyn Backend>,
+    /// Every resident model (name, backend), the default first; the backends serve stream
+    /// sessions (batch work goes through the pipeline's batchers).
+    pub models: Vec<(String, Arc<dyn Backend>)>,
     /// One permit per open WebSocket stream (`max_streams`).
     pub streams: Arc<tokio::sync::Semaphore>,
     /// Turns true when the server starts shutting down (streams end their utterance and close).
@@ -41,6 +44,21 @@ pub(crate) struct AppState {
 }
 
 pub(crate) type Shared = Arc<AppState>;
+
+impl AppState {
+    /// The resident model `name` picks (see [`crate::pipeline::pick_model`]).
+    pub fn model(&self, name: Option<&str>) -> dicta_core::Result<&(String, Arc<dyn Backend>)> {
+        let i = crate::pipeline::pick_model(self.models.iter().map(|m| m.0.as_str()), name)?;
+        Ok(&self.models[i])
+    }
+
+    /// Whether every resident model warmed up.
+    pub fn is_ready(&self) -> bool {
+        self.ready
+            .iter()
+            .all(|r| r.load(std::sync::atomic::Ordering::Acquire))
+    }
+}
 
 /// The server's id for one HTTP request; also sent back as the `x-request-id` header.
 #[derive(Debug, Clone)]

@@ -38,14 +38,17 @@ pub(crate) async fn translations(
 pub(crate) async fn models(State(s): State<Shared>) -> Json<serde_json::Value> {
     Json(json!({
         "object": "list",
-        "data": [{ "id": s.model, "object": "model", "created": 0, "owned_by": "dicta" }],
+        "data": s.models.iter().map(|(name, _)| {
+            json!({ "id": name, "object": "model", "created": 0, "owned_by": "dicta" })
+        }).collect::<Vec<_>>(),
     }))
 }
 
-/// The form fields Dicta reads; others (e.g. `model`, `include[]`) are accepted and ignored,
-/// since one model is resident.
+/// The form fields Dicta reads; others (e.g. `include[]`) are accepted and ignored. `model`
+/// picks a resident model (`whisper-1` or none: the default one).
 #[derive(Debug, Default)]
 struct Form {
+    model: Option<String>,
     file: Option<(String, Vec<u8>)>,
     language: Option<String>,
     prompt: Option<String>,
@@ -65,6 +68,7 @@ async fn handle(
     let form = read_form(form)
         .await
         .map_err(|e| rejection(&s.cfg, e.status(), e.body_text()))?;
+    let model = form.model.clone();
     let parsed = parse(form, task)?;
     let outcome = s
         .pipeline
@@ -72,6 +76,7 @@ async fn handle(
             request_id: id.0,
             inputs: vec![parsed.input],
             options: parsed.options,
+            model,
         })
         .await?;
     let transcript = outcome
@@ -92,6 +97,7 @@ async fn read_form(mut mp: Multipart) -> std::result::Result<Form, MultipartErro
                 form.file = Some((file_name, field.bytes().await?.into()));
             }
             "language" => form.language = Some(small_text(field).await?),
+            "model" => form.model = Some(small_text(field).await?),
             // Only the tail Whisper uses is kept; the rest is read and dropped as it arrives,
             // so a huge prompt costs neither memory nor tokenizer time.
             "prompt" => form.prompt = Some(tail_text(field, PROMPT_TAIL_BYTES).await?),

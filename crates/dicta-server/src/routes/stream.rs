@@ -30,15 +30,16 @@ pub(crate) async fn stream(
         kind: "upgrade_required",
         message: format!("GET /v1/stream is a WebSocket endpoint: {}", r.body_text()),
     })?;
-    if !s.backend.supports_streaming() {
+    let Query(fields) = query.map_err(|r| Error::invalid_input(r.body_text()))?;
+    let settings = StreamSettings::default().with(fields)?;
+    let (name, backend) = s.model(settings.options.model.as_deref())?;
+    if !backend.supports_streaming() {
         return Err(ApiError {
             status: StatusCode::NOT_IMPLEMENTED,
             kind: "not_supported",
-            message: format!("model {} does not support streaming", s.model),
+            message: format!("model {name} does not support streaming"),
         });
     }
-    let Query(fields) = query.map_err(|r| Error::invalid_input(r.body_text()))?;
-    let settings = StreamSettings::default().with(fields)?;
     let permit = s.streams.clone().try_acquire_owned().map_err(|_| {
         Error::new(
             ErrorKind::Overloaded,

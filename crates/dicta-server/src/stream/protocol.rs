@@ -42,6 +42,8 @@ pub(crate) struct ConfigFields {
     pub sample_rate: Option<u32>,
     /// Language code, e.g. `"en"`.
     pub language: Option<String>,
+    /// The resident model, e.g. `"moonshine-tiny"` (default: the server's first).
+    pub model: Option<String>,
 }
 
 impl StreamSettings {
@@ -68,6 +70,10 @@ impl StreamSettings {
                 false,
             )?;
             next.options.language = lang;
+        }
+        if let Some(model) = fields.model {
+            let model = model.trim().to_string();
+            next.options.model = (!model.is_empty()).then_some(model);
         }
         Ok(next)
     }
@@ -116,6 +122,8 @@ pub(crate) enum ServerMessage {
         encoding: &'static str,
         sample_rate: u32,
         language: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
     },
     /// Every event of the ended utterance has been sent.
     Done,
@@ -148,6 +156,7 @@ impl ServerMessage {
             encoding: s.encoding.as_str(),
             sample_rate: s.sample_rate,
             language: s.options.language.clone(),
+            model: s.options.model.clone(),
         }
     }
 }

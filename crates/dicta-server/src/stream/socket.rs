@@ -101,7 +101,9 @@ pub(crate) async fn serve_socket(
     };
     let ready = ServerMessage::Ready {
         id: id.clone(),
-        model: state.model.clone(),
+        model: state
+            .model(settings.options.model.as_deref())
+            .map_or_else(|_| state.model.clone(), |m| m.0.clone()),
         encoding: settings.encoding.as_str(),
         sample_rate: settings.sample_rate,
         max_stream_seconds: state.cfg.max_stream_seconds,
@@ -235,6 +237,10 @@ impl Stream {
                     Ok(s) => s,
                     Err(e) => return self.reply_error(socket, &e).await,
                 };
+                // An unknown model is refused here, while the settings stay as they were.
+                if let Err(e) = self.state.model(next.options.model.as_deref()) {
+                    return self.reply_error(socket, &e).await;
+                }
                 let resampler = match StreamResampler::new(next.sample_rate) {
                     Ok(r) => r,
                     Err(e) => return self.reply_error(socket, &e).await,
@@ -366,8 +372,14 @@ impl Stream {
         if self.session.is_some() {
             return Ok(());
         }
-        let backend = self.state.backend.clone();
         let options = self.settings.options.clone();
+        let backend = self.state.model(options.model.as_deref())?.1.clone();
+        if !backend.supports_streaming() {
+            return Err(Error::invalid_input(format!(
+                "model {} does not support streaming",
+                backend.model_name()
+            )));
+        }
         let session = tokio::task::spawn_blocking(move || backend.open_stream(options))
             .await
             .map_err(|e| Error::internal(format!("opening the stream session failed: {e}")))??;

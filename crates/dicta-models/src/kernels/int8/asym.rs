@@ -208,6 +208,7 @@ mod tests {
     }
 
     /// The same arithmetic written out directly (ORT's formulas, no packing).
+    #[allow(clippy::too_many_arguments)]
     fn reference(
         x: &[f32],
         m: usize,
