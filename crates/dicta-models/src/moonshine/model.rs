@@ -228,47 +228,57 @@ fn group_norm(x: &Tensor, gamma: &[f32], beta: &[f32]) -> candle_core::Result<Te
     Tensor::from_vec(v, (1, c, t), x.device())
 }
 
-/// Rotary tables for positions `start..start + len`: cos and sin, each [len, rotary_dim / 2].
-fn rotary_tables(
-    inv_freq: &[f32],
-    start: usize,
-    len: usize,
-) -> candle_core::Result<(Tensor, Tensor)> {
-    let half = inv_freq.len();
-    let mut cos = Vec::with_capacity(len * half);
-    let mut sin = Vec::with_capacity(len * half);
-    for p in start..start + len {
-        for &f in inv_freq {
-            // f32 product, as the reference computes it (inv_freq · positions in float).
-            let a = p as f32 * f;
-            cos.push(a.cos());
-            sin.push(a.sin());
-        }
-    }
-    Ok((
-        Tensor::from_vec(cos, (len, half), &Device::Cpu)?,
-        Tensor::from_vec(sin, (len, half), &Device::Cpu)?,
-    ))
+/// Rotary angles of positions `start..start + len`: cos and sin, each `[len, rotary_dim / 2]`.
+struct Rotary {
+    cos: Vec<f32>,
+    sin: Vec<f32>,
+    half: usize,
 }
 
-/// Rotates interleaved pairs (2i, 2i+1) of the first `2 · cos.dim(1)` features of x [B, H, T, Dh]
-/// by the angles of positions `T` (cos, sin [T, R/2]); the rest pass through.
-fn apply_rotary(x: &Tensor, cos: &Tensor, sin: &Tensor) -> candle_core::Result<Tensor> {
-    let (b, h, t, dh) = x.dims4()?;
-    let half = cos.dim(1)?;
-    let r = 2 * half;
-    let rot = x.narrow(3, 0, r)?.reshape((b, h, t, half, 2))?;
-    let x0 = rot.narrow(4, 0, 1)?.squeeze(4)?;
-    let x1 = rot.narrow(4, 1, 1)?.squeeze(4)?;
-    let c = cos.reshape((1, 1, t, half))?;
-    let s = sin.reshape((1, 1, t, half))?;
-    let o0 = (x0.broadcast_mul(&c)? - x1.broadcast_mul(&s)?)?;
-    let o1 = (x1.broadcast_mul(&c)? + x0.broadcast_mul(&s)?)?;
-    let rot = Tensor::stack(&[o0, o1], 4)?.reshape((b, h, t, r))?;
-    if r == dh {
-        return Ok(rot);
+impl Rotary {
+    fn new(inv_freq: &[f32], start: usize, len: usize) -> Self {
+        let half = inv_freq.len();
+        let mut cos = Vec::with_capacity(len * half);
+        let mut sin = Vec::with_capacity(len * half);
+        for p in start..start + len {
+            for &f in inv_freq {
+                // f32 product, as the reference computes it (inv_freq · positions in float).
+                let a = p as f32 * f;
+                cos.push(a.cos());
+                sin.push(a.sin());
+            }
+        }
+        Self { cos, sin, half }
     }
-    Tensor::cat(&[rot, x.narrow(3, r, dh - r)?], 3)
+}
+
+/// Rotates interleaved pairs (2i, 2i+1) of the first `2 · half` features of x [B, H, T, Dh]
+/// by the angles of positions `T`: `(x₀ c − x₁ s, x₁ c + x₀ s)`; the rest pass through. One
+/// pass over the data (the same roundings as the tensor-op formulation).
+fn apply_rotary(x: &Tensor, rot: &Rotary) -> candle_core::Result<Tensor> {
+    let (b, h, t, dh) = x.dims4()?;
+    let half = rot.half;
+    if 2 * half > dh || rot.cos.len() != t * half {
+        candle_core::bail!(
+            "rotary tables of {} positions × {half} for x {:?}",
+            rot.cos.len() / half.max(1),
+            x.dims()
+        );
+    }
+    let mut v = x.flatten_all()?.to_vec1::<f32>()?;
+    for (i, row) in v.chunks_exact_mut(dh).enumerate() {
+        let p = i % t;
+        let (c, s) = (
+            &rot.cos[p * half..(p + 1) * half],
+            &rot.sin[p * half..(p + 1) * half],
+        );
+        for (pair, (&c, &s)) in row[..2 * half].chunks_exact_mut(2).zip(c.iter().zip(s)) {
+            let (x0, x1) = (pair[0], pair[1]);
+            pair[0] = x0 * c - x1 * s;
+            pair[1] = x1 * c + x0 * s;
+        }
+    }
+    Tensor::from_vec(v, (b, h, t, dh), x.device())
 }
 
 /// [N, T, H·Dh] → [N, H, T, Dh] (contiguous).
@@ -540,9 +550,9 @@ impl Moonshine {
         let x = conv(&x, &self.conv3, 2)?;
         let mut x = x.transpose(1, 2)?.contiguous()?;
         let t = x.dim(1)?;
-        let (cos, sin) = rotary_tables(&self.enc_inv_freq, 0, t)?;
+        let rot = Rotary::new(&self.enc_inv_freq, 0, t);
         for l in &self.enc_layers {
-            x = self.encoder_layer(l, &x, &cos, &sin)?;
+            x = self.encoder_layer(l, &x, &rot)?;
         }
         self.enc_ln.forward(&x)?.squeeze(0)
     }
@@ -552,14 +562,13 @@ impl Moonshine {
         &self,
         l: &EncoderLayer,
         x: &Tensor,
-        cos: &Tensor,
-        sin: &Tensor,
+        rot: &Rotary,
     ) -> candle_core::Result<Tensor> {
         let nh = self.config.n_head;
         let scale = (self.config.head_dim as f64).powf(-0.5);
         let h = l.ln1.forward(x)?;
-        let q = apply_rotary(&heads(&l.attn.q.forward(&h)?, nh)?, cos, sin)?;
-        let k = apply_rotary(&heads(&l.attn.k.forward(&h)?, nh)?, cos, sin)?;
+        let q = apply_rotary(&heads(&l.attn.q.forward(&h)?, nh)?, rot)?;
+        let k = apply_rotary(&heads(&l.attn.k.forward(&h)?, nh)?, rot)?;
         let v = heads(&l.attn.v.forward(&h)?, nh)?;
         let (q, k, v) = ((q * scale)?.squeeze(0)?, k.squeeze(0)?.t()?, v.squeeze(0)?);
         let t = q.dim(1)?;
@@ -620,11 +629,11 @@ impl Moonshine {
         let scale = (self.config.head_dim as f64).powf(-0.5);
         let ids = Tensor::new(tokens, &Device::Cpu)?;
         let mut x = self.embed.index_select(&ids, 0)?.reshape((b, 1, ()))?;
-        let (cos, sin) = rotary_tables(&self.dec_inv_freq, state.len, 1)?;
+        let rot = Rotary::new(&self.dec_inv_freq, state.len, 1);
         for (li, l) in self.dec_layers.iter().enumerate() {
             let h = l.ln1.forward(&x)?;
-            let q = apply_rotary(&heads(&l.self_attn.q.forward(&h)?, nh)?, &cos, &sin)?;
-            let k = apply_rotary(&heads(&l.self_attn.k.forward(&h)?, nh)?, &cos, &sin)?;
+            let q = apply_rotary(&heads(&l.self_attn.q.forward(&h)?, nh)?, &rot)?;
+            let k = apply_rotary(&heads(&l.self_attn.k.forward(&h)?, nh)?, &rot)?;
             let v = heads(&l.self_attn.v.forward(&h)?, nh)?;
             let (k, v) = match state.self_kv[li].take() {
                 Some((pk, pv)) => (Tensor::cat(&[pk, k], 2)?, Tensor::cat(&[pv, v], 2)?),
