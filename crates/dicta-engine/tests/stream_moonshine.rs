@@ -203,3 +203,34 @@ fn long_streams_keep_the_buffer_bounded() {
     let text = finals(&events);
     assert_eq!(text.to_lowercase().matches("country").count(), 8, "{text}");
 }
+
+#[test]
+fn silence_costs_no_model_call() {
+    let Some(model) = load_model() else { return };
+    let e = engine(&model, 4, 5);
+    let mut s = e.open_session(SessionOptions::default()).unwrap();
+    let mut events = Vec::new();
+    for _ in 0..30 {
+        events.extend(s.feed(&vec![0.0; 16_000]).unwrap());
+        assert!(
+            s.buffered_samples() < 16_000,
+            "silence is held: {}",
+            s.buffered_samples()
+        );
+    }
+    assert!(events.is_empty(), "{events:?}");
+    assert_eq!(e.stats().calls, 0, "silence ran the model");
+    // Speech after it is heard as usual, with times from the start of the stream.
+    for b in speech(JFK).chunks(1600) {
+        events.extend(s.feed(b).unwrap());
+    }
+    events.extend(s.end().unwrap());
+    let text = finals(&events);
+    assert!(
+        text.to_lowercase()
+            .contains("what your country can do for you"),
+        "{text}"
+    );
+    let first = events.iter().find(|e| e.kind == EventKind::Final).unwrap();
+    assert!(first.start >= 30.0, "{first:?}");
+}

@@ -156,6 +156,10 @@ impl WhisperGeometry {
 /// Moonshine steps are at least a quarter of the buffer (see [`WhisperGeometry::step_divisor`]).
 const MOONSHINE_STEP_DIVISOR: usize = 4;
 
+/// Largest |sample| of a buffer treated as silence by the pause-cutting (Moonshine) streams
+/// (−60 dBFS).
+const SILENCE: f32 = 1e-3;
+
 /// Seconds kept between a pause cut and the estimated end of the confirmed text.
 const PAUSE_MARGIN: f64 = 0.3;
 
@@ -262,6 +266,18 @@ impl WhisperSession {
         alive: &Arc<AtomicBool>,
         events: &mut Vec<Event>,
     ) -> Result<()> {
+        if self.backend.geometry.cut_at_pauses
+            && self.agreement.pending().is_empty()
+            && self.buffer.iter().all(|x| x.abs() < SILENCE)
+        {
+            // Nothing but silence since the last confirmed word: no model call, and the
+            // silence leaves the buffer, so a quiet line costs nothing.
+            self.buffer_start += self.buffer.len() as u64;
+            self.buffer.clear();
+            self.agreement
+                .buffer_starts_at(self.buffer_start as f64 / SAMPLE_RATE as f64);
+            return Ok(());
+        }
         let offset = self.buffer_start as f64 / SAMPLE_RATE as f64;
         let transcript = match self
             .backend
