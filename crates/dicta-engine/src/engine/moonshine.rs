@@ -9,7 +9,7 @@ use std::time::Instant;
 use dicta_core::{Error, Result, Stats, Transcript};
 use dicta_models::moonshine::MoonshineModel;
 
-use super::pipeline::{Audio, Prefetch};
+use super::pipeline::Prefetch;
 use super::EngineConfig;
 use crate::moonshine::MAX_PIECE_SECONDS;
 use crate::whisper::DecodeOptions;
@@ -31,20 +31,7 @@ pub(super) fn run(
     let mut results: Vec<Option<Result<Transcript>>> = (0..audio.len()).map(|_| None).collect();
     let target = config.lookahead_windows();
     loop {
-        let mut group: Vec<(usize, Audio<'_>)> = Vec::new();
-        let mut pieces = 0usize;
-        while pieces < target {
-            let Some((i, a)) = audio.next() else { break };
-            match a {
-                Err(e) => results[i] = Some(Err(e)),
-                Ok(samples) => {
-                    pieces += samples.len().div_ceil(PIECE_SAMPLES).max(1);
-                    stats.audio_seconds +=
-                        samples.len() as f64 / f64::from(dicta_audio::SAMPLE_RATE);
-                    group.push((i, samples));
-                }
-            }
-        }
+        let group = audio.next_group(target, PIECE_SAMPLES, &mut results, stats);
         if group.is_empty() {
             break;
         }

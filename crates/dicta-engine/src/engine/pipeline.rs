@@ -176,6 +176,34 @@ impl<'a> Prefetch<'a> {
         }
     }
 
+    /// The next group of consecutive decoded inputs holding at least `target` units of
+    /// `unit_samples` samples (a recording counts at least one), for families that take whole
+    /// recordings. Inputs that failed to decode get their error in `results`; the audio seconds
+    /// of the group are added to `stats`. Empty after the last input.
+    pub(crate) fn next_group<R>(
+        &mut self,
+        target: usize,
+        unit_samples: usize,
+        results: &mut [Option<Result<R>>],
+        stats: &mut dicta_core::Stats,
+    ) -> Vec<(usize, Audio<'a>)> {
+        let mut group = Vec::new();
+        let mut units = 0usize;
+        while units < target {
+            let Some((i, a)) = self.next() else { break };
+            match a {
+                Err(e) => results[i] = Some(Err(e)),
+                Ok(samples) => {
+                    units += samples.len().div_ceil(unit_samples).max(1);
+                    stats.audio_seconds +=
+                        samples.len() as f64 / f64::from(dicta_audio::SAMPLE_RATE);
+                    group.push((i, samples));
+                }
+            }
+        }
+        group
+    }
+
     /// The consumer is done with `n_samples` decoded samples (their recording finished).
     pub(crate) fn release(&self, n_samples: usize) {
         self.budget.release(n_samples);

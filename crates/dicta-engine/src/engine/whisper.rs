@@ -14,7 +14,7 @@ use std::time::Instant;
 use dicta_core::{Error, Result, Stats, Transcript};
 use dicta_models::whisper::Whisper;
 
-use super::pipeline::{Audio, Prefetch};
+use super::pipeline::Prefetch;
 use super::EngineConfig;
 use crate::whisper::{DecodeOptions, WhisperTranscriber};
 
@@ -36,20 +36,7 @@ pub(super) fn run(
     let transcriber = WhisperTranscriber::new(whisper);
     let target = config.lookahead_windows();
     loop {
-        let mut group: Vec<(usize, Audio<'_>)> = Vec::new();
-        let mut windows = 0usize;
-        while windows < target {
-            let Some((i, a)) = audio.next() else { break };
-            match a {
-                Err(e) => results[i] = Some(Err(e)),
-                Ok(samples) => {
-                    windows += samples.len().div_ceil(WINDOW_SAMPLES).max(1);
-                    stats.audio_seconds +=
-                        samples.len() as f64 / f64::from(dicta_audio::SAMPLE_RATE);
-                    group.push((i, samples));
-                }
-            }
-        }
+        let group = audio.next_group(target, WINDOW_SAMPLES, &mut results, stats);
         if group.is_empty() {
             break;
         }

@@ -185,15 +185,7 @@ pub fn matmul_i8_at(
     out: &mut [f32],
 ) {
     let (k, n) = (w.k, w.n);
-    assert_eq!(x.len(), m * k, "x is not [m, k]");
-    assert_eq!(out.len(), m * n, "out is not [m, n]");
-    if let Some(b) = bias {
-        assert_eq!(b.len(), n, "one bias per output channel");
-    }
-    assert!(
-        Level::available().contains(&level),
-        "this CPU cannot run {level:?}"
-    );
+    check_args(level, x, m, k, n, bias, out);
     if m == 0 || n == 0 {
         return;
     }
@@ -211,6 +203,28 @@ pub fn matmul_i8_at(
                 }
             }
         });
+}
+
+/// Panics unless `x` is `[m, k]`, `out` `[m, n]`, `bias` (if any) `[n]` and this CPU runs
+/// `level`: the contract of every matmul entry point of this module.
+fn check_args(
+    level: Level,
+    x: &[f32],
+    m: usize,
+    k: usize,
+    n: usize,
+    bias: Option<&[f32]>,
+    out: &[f32],
+) {
+    assert_eq!(x.len(), m * k, "x is not [m, k]");
+    assert_eq!(out.len(), m * n, "out is not [m, n]");
+    if let Some(b) = bias {
+        assert_eq!(b.len(), n, "one bias per output channel");
+    }
+    assert!(
+        Level::available().contains(&level),
+        "this CPU cannot run {level:?}"
+    );
 }
 
 /// The `MR × NR` sums of `a` (MR rows of `k4` bytes) with panels `p, p + 1` at `level`.

@@ -12,7 +12,7 @@
 
 use rayon::prelude::*;
 
-use super::{tile_at, Level, PackedI8, MR, NR, PANEL, ROWS_PER_TASK};
+use super::{check_args, tile_at, Level, PackedI8, MR, NR, PANEL, ROWS_PER_TASK};
 
 /// 8-bit weights of one onnxruntime quantized matmul, packed for the byte kernels.
 #[derive(Debug, Clone)]
@@ -123,15 +123,7 @@ pub fn matmul_u8_asym_at(
     out: &mut [f32],
 ) {
     let (k, n, k4) = (w.w.k, w.w.n, w.w.k4);
-    assert_eq!(x.len(), m * k, "x is not [m, k]");
-    assert_eq!(out.len(), m * n, "out is not [m, n]");
-    if let Some(b) = bias {
-        assert_eq!(b.len(), n, "one bias per output channel");
-    }
-    assert!(
-        Level::available().contains(&level),
-        "this CPU cannot run {level:?}"
-    );
+    check_args(level, x, m, k, n, bias, out);
     if m == 0 || n == 0 {
         return;
     }
