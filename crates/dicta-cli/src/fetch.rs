@@ -97,7 +97,24 @@ pub const ARTIFACTS: &[Artifact] = &[Artifact {
         member_prefix: "moonshine_onnx/assets/",
         files: &["tokenizer.json"],
     }],
+}, Artifact {
+    name: "silero-vad",
+    description: "Silero VAD v6 (ONNX), the voice activity detector faster-whisper ships, from PyPI faster-whisper 1.2.1",
+    pip_spec: "faster-whisper==1.2.1",
+    wheel_sha256: Some("79a66ad50688c0b794dd501dc340a736992a6342f7f95e5811be60b5224a26a7"),
+    member_prefix: "faster_whisper/assets/",
+    required_files: &["silero_vad_v6.onnx"],
+    only_required: true,
+    file_sha256: &[(
+        "silero_vad_v6.onnx",
+        "4cbf549b8326f60f80f2536d9eefeb450a9abe83365a098031c89719f1be17d2",
+    )],
+    extra: &[],
 }];
+
+/// The voice activity detector used by `dicta vad` and `--vad-filter` when `--vad-model` is not
+/// given.
+pub const DEFAULT_VAD_MODEL: &str = "silero-vad";
 
 /// The model used when `--model` is not given.
 pub const DEFAULT_MODEL: &str = "tiny.en";

@@ -2,9 +2,12 @@
 //!
 //! - [`whisper`]: Whisper encoder-decoder (CTranslate2 and Hugging Face folders).
 //! - [`ctc`]: CTC acoustic models (wav2vec2 family).
+//! - [`moonshine`]: Moonshine encoder-decoder (ONNX Runtime `.ort` exports).
+//! - [`vad`]: voice activity detection (Silero VAD).
 
 pub mod ctc;
 pub mod kernels;
 pub mod moonshine;
 pub mod ort;
+pub mod vad;
 pub mod whisper;

@@ -1,13 +1,15 @@
-//! ONNX Runtime's ORT format (`.ort` flatbuffers): the graph and its initializers, read for
-//! weight loading (never executed).
+//! ONNX graphs and their initializers, read for weight loading (never executed), from either
+//! format users have: ONNX Runtime's ORT format (`.ort` flatbuffers) or plain ONNX (`.onnx`
+//! protobuf, the `onnx` module).
 //!
-//! [`OrtModel::read`] verifies the whole buffer with the `flatbuffers` verifier, then copies
+//! For `.ort` files, [`OrtModel::read`] verifies the whole buffer with the `flatbuffers` verifier, then copies
 //! out what loaders need: every graph (the main one and `If`/`Loop` subgraphs) as a list of
 //! [`Node`]s, and initializers by name. A loader finds a layer's weights through the node
 //! that consumes them (initializer names of optimised exports are often anonymous, e.g.
 //! `onnx::MatMul_2093_quantized`, while node names keep the module path,
 //! `/layers.0/self_attn/q_proj/MatMul_quant`).
 
+mod onnx;
 mod schema;
 
 use std::collections::HashMap;
@@ -208,12 +210,18 @@ pub struct OrtModel {
 }
 
 impl OrtModel {
-    /// Reads and verifies an ORT-format file. Errors (`ModelLoad`) name the file and what is
-    /// wrong with it.
+    /// Reads and verifies a model file: ORT format when it carries the `ORTM` identifier,
+    /// plain ONNX protobuf otherwise. Errors (`ModelLoad`) name the file and what is wrong
+    /// with it.
     pub fn read(path: &Path) -> Result<Self> {
         let bytes = std::fs::read(path)
             .map_err(|e| Error::model_load(format!("{}: {e}", path.display())))?;
-        Self::parse(&bytes).map_err(|e| Error::model_load(format!("{}: {e}", path.display())))
+        let parsed = if bytes.len() >= 8 && &bytes[4..8] == b"ORTM" {
+            Self::parse(&bytes)
+        } else {
+            Self::parse_onnx(&bytes)
+        };
+        parsed.map_err(|e| Error::model_load(format!("{}: {e}", path.display())))
     }
 
     /// Parses ORT-format bytes.
