@@ -9,6 +9,7 @@ mod fetch;
 mod models_cmd;
 mod serve_cmd;
 mod transcribe_cmd;
+mod vad_cmd;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -35,6 +36,8 @@ struct Cli {
 enum Command {
     /// Transcribe audio files (no server needed).
     Transcribe(transcribe_cmd::TranscribeArgs),
+    /// Find speech in audio files (Silero VAD); prints speech segments as JSON.
+    Vad(vad_cmd::VadCmdArgs),
     /// Run the HTTP/WebSocket server (OpenAI-compatible API, batch JSON, streaming).
     Serve(serve_cmd::ServeArgs),
     /// Measure speed (RTFx, latency) and accuracy (WER) against peers.
@@ -113,6 +116,7 @@ fn main() -> ExitCode {
             set_threads(args.threads);
             serve_cmd::run(args, &globals)
         }
+        Command::Vad(args) => vad_cmd::run(args, &globals),
         Command::Bench(args) => bench::run(args, &globals),
         Command::Models(args) => models_cmd::run(args, &globals),
         Command::Decode(args) => decode_cmd::run(args).map(|code| code.clamp(0, 255) as u8),

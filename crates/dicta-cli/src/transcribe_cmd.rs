@@ -154,6 +154,12 @@ pub struct TranscribeArgs {
     /// json / verbose_json output.
     #[arg(long)]
     pub word_timestamps: bool,
+    /// Transcribe only the speech Silero VAD finds (faster-whisper's `vad_filter`); times stay
+    /// those of the original audio. Tuned with the --vad-* flags.
+    #[arg(long)]
+    pub vad_filter: bool,
+    #[command(flatten)]
+    pub vad: crate::vad_cmd::VadArgs,
     /// Hide the progress bar.
     #[arg(long)]
     pub quiet: bool,
@@ -187,6 +193,7 @@ pub fn run(args: &TranscribeArgs, g: &Globals) -> Result<u8> {
         without_timestamps: args.without_timestamps,
         word_timestamps: args.word_timestamps,
         language: args.language.clone(),
+        vad: args.vad_filter.then(|| args.vad.options()),
         task: if args.translate {
             Task::Translate
         } else {
@@ -221,11 +228,20 @@ pub fn run(args: &TranscribeArgs, g: &Globals) -> Result<u8> {
         stream: Default::default(),
         lookahead_windows: None,
         compute_type: args.compute_type,
+        vad_model: None,
     };
     if let Err(e) = config.validate() {
         eprintln!("dicta transcribe: {}", e.message);
         return Ok(2);
     }
+    let config = EngineConfig {
+        vad_model: if args.vad_filter {
+            Some(args.vad.resolve_model(g, !args.quiet)?)
+        } else {
+            None
+        },
+        ..config
+    };
     let model_dir = fetch::resolve_model(&args.model, &g.home, &g.python, !args.quiet)?;
     let engine = Engine::load(&model_dir, config)
         .with_context(|| format!("cannot load the model in {}", model_dir.display()))?;

@@ -125,6 +125,10 @@ pub struct Stats {
     /// model on other threads; this is what it failed to hide, the first inputs included).
     #[serde(default)]
     pub input_wait_seconds: f64,
+    /// With a VAD filter: seconds of speech the model heard (faster-whisper's
+    /// `duration_after_vad`); `audio_seconds` still counts the whole recordings.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub speech_seconds: Option<f64>,
 }
 
 impl Stats {
@@ -144,6 +148,10 @@ impl Stats {
         self.padded_frames += other.padded_frames;
         self.batch_sizes.extend(other.batch_sizes);
         self.padding_fractions.extend(other.padding_fractions);
+        self.speech_seconds = match (self.speech_seconds, other.speech_seconds) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
         if other.long_form_mode.is_some() {
             self.long_form_mode = other.long_form_mode;
         }

@@ -3,11 +3,13 @@
 //! - [`engine`]: the facade — load a model once, transcribe many inputs in input order.
 //! - [`offline`]: the window planner and batch scheduler shared by all inputs.
 //! - [`whisper`]: Whisper decoding policy (greedy/beam, timestamps, fallback, long-form).
+//! - [`vad`]: speech segments from a voice activity detector, and speech-only transcription.
 
 pub mod engine;
 pub mod moonshine;
 pub mod offline;
 pub mod stream;
+pub mod vad;
 pub mod whisper;
 
 pub use engine::{

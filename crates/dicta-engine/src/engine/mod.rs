@@ -42,9 +42,11 @@ use dicta_models::moonshine::MoonshineModel;
 use dicta_models::whisper::Whisper;
 
 use crate::offline::{PlanConfig, ScheduleConfig, Window};
+use crate::vad::{SpeechFilter, Vad};
 use crate::whisper::{DecodeOptions, LongFormMode};
 
 pub use ctc::{CtcDecoderKind, CtcOptions};
+pub(crate) use pipeline::{load_audio, Transform};
 
 /// Where one input's audio comes from.
 #[derive(Debug, Clone)]
@@ -125,6 +127,9 @@ pub struct EngineConfig {
     /// Whisper: numeric type of the decoder weights (`Float32`, or `Int8` where the CPU has
     /// fast int8 kernels); CTC models run in float32.
     pub compute_type: dicta_models::whisper::ComputeType,
+    /// Voice activity detector loaded with the model (an `.onnx` file or a folder holding
+    /// `silero_vad_v6.onnx`), needed by calls with [`DecodeOptions::vad`]; none by default.
+    pub vad_model: Option<PathBuf>,
 }
 
 impl Default for EngineConfig {
@@ -144,6 +149,7 @@ impl Default for EngineConfig {
             stream: crate::stream::StreamConfig::default(),
             lookahead_windows: None,
             compute_type: dicta_models::whisper::ComputeType::default(),
+            vad_model: None,
         }
     }
 }
@@ -295,6 +301,8 @@ pub struct Engine {
     acoustic: Mutex<()>,
     /// The streaming worker, started by the first `open_session` (see `stream.rs`).
     streams: Mutex<Option<std::sync::Arc<crate::stream::StreamEngine>>>,
+    /// The voice activity detector of `config.vad_model`.
+    vad: Option<Vad>,
 }
 
 impl Engine {
@@ -336,6 +344,14 @@ impl Engine {
                 Backend::Moonshine(std::sync::Arc::new(m))
             }
         };
+        let vad = match &config.vad_model {
+            Some(p) => {
+                let v = Vad::load(p)?;
+                tracing::info!(vad = %p.display(), "voice activity detector loaded");
+                Some(v)
+            }
+            None => None,
+        };
         Ok(Self {
             backend,
             config,
@@ -343,6 +359,7 @@ impl Engine {
             pool,
             acoustic: Mutex::new(()),
             streams: Mutex::new(None),
+            vad,
         })
     }
 
@@ -368,6 +385,11 @@ impl Engine {
             Backend::Ctc(_) => ModelFamily::Ctc,
             Backend::Moonshine(_) => ModelFamily::Moonshine,
         }
+    }
+
+    /// The voice activity detector loaded with the model (`EngineConfig::vad_model`).
+    pub fn vad(&self) -> Option<&Vad> {
+        self.vad.as_ref()
     }
 
     /// The loaded Whisper model, if the engine runs one.
@@ -417,8 +439,21 @@ impl Engine {
                 inputs: inputs.len(),
                 ..Stats::default()
             };
-            let mut results =
-                self.with_audio(inputs, &mut stats, |audio, stats| match &self.backend {
+            let filter = match (&opts.vad, &self.vad) {
+                (None, _) => None,
+                (Some(o), Some(v)) => Some(SpeechFilter::new(v, o.clone(), inputs.len())),
+                (Some(_), None) => {
+                    let e = Error::invalid_input(
+                        "vad_filter needs a voice activity detector, and none is loaded \
+                         (EngineConfig::vad_model; dicta: --vad-model)",
+                    );
+                    let results = inputs.iter().map(|_| Err(e.clone())).collect();
+                    return EngineOutput { results, stats };
+                }
+            };
+            let transform = filter.as_ref().map(|f| f as &dyn Transform<'_>);
+            let mut results = self.with_audio(inputs, transform, &mut stats, |audio, stats| {
+                match &self.backend {
                     Backend::Whisper(w) => {
                         whisper::run(w, audio, opts, &self.config, &self.acoustic, stats)
                     }
@@ -426,7 +461,11 @@ impl Engine {
                     Backend::Moonshine(m) => {
                         moonshine::run(m, audio, opts, &self.config, &self.acoustic, stats)
                     }
-                });
+                }
+            });
+            if let Some(f) = filter {
+                f.finish(&mut results, opts.language.as_deref(), &mut stats);
+            }
             for (r, input) in results.iter_mut().zip(inputs) {
                 if let Ok(t) = r {
                     t.id = input.id.clone();
@@ -453,7 +492,7 @@ impl Engine {
                 inputs: inputs.len(),
                 ..Stats::default()
             };
-            let results = self.with_audio(inputs, &mut stats, |audio, stats| {
+            let results = self.with_audio(inputs, None, &mut stats, |audio, stats| {
                 c.log_probs(audio, &self.config, &self.acoustic, stats)
             });
             finish_stats(&mut stats, start);
@@ -466,6 +505,7 @@ impl Engine {
     fn with_audio<'a, R>(
         &self,
         inputs: &'a [Input],
+        transform: Option<&dyn pipeline::Transform<'a>>,
         stats: &mut Stats,
         consume: impl FnOnce(&mut pipeline::Prefetch<'a>, &mut Stats) -> R,
     ) -> R {
@@ -483,7 +523,7 @@ impl Engine {
         let threads = self.config.threads.unwrap_or_else(|| {
             std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
         });
-        pipeline::with_prefetch(inputs, threads, budget, |audio| {
+        pipeline::with_prefetch(inputs, threads, budget, transform, |audio| {
             let r = consume(audio, stats);
             stats.decode_seconds += audio.decode_seconds();
             stats.input_wait_seconds += audio.wait_seconds();

@@ -31,6 +31,13 @@ use super::{AudioSource, Input};
 /// owned when decoded from a file or bytes.
 pub(crate) type Audio<'a> = Cow<'a, [f32]>;
 
+/// A change applied to each decoded input on its decode thread: `(input index, audio)` →
+/// the audio the model sees, or an error for that input alone.
+pub(crate) trait Transform<'a>: Sync {
+    /// Input `index`'s decoded audio → what the consumer gets.
+    fn apply(&self, index: usize, audio: Audio<'a>) -> Result<Audio<'a>>;
+}
+
 /// A bound on decoded samples held at once (see the module docs).
 #[derive(Debug)]
 pub(crate) struct Budget {
@@ -234,10 +241,14 @@ impl Drop for CloseOnDrop {
 /// Runs `consume` on this thread while `threads` decode threads decode `inputs` in input order
 /// ahead of it, holding at most about `budget_samples` decoded samples that `consume` has not
 /// released.
+///
+/// `transform`, when given, runs on the decode thread after decoding (input index, audio) and
+/// replaces the audio the consumer sees (the VAD filter keeps only speech).
 pub(crate) fn with_prefetch<'a, R>(
     inputs: &'a [Input],
     threads: usize,
     budget_samples: usize,
+    transform: Option<&dyn Transform<'a>>,
     consume: impl FnOnce(&mut Prefetch<'a>) -> R,
 ) -> R {
     let budget = Arc::new(Budget::new(budget_samples));
@@ -257,7 +268,10 @@ pub(crate) fn with_prefetch<'a, R>(
                     let i = next.fetch_add(1, Ordering::SeqCst);
                     let Some(input) = inputs.get(i) else { break };
                     let t = Instant::now();
-                    let audio = load_audio(input);
+                    let audio = match (load_audio(input), transform) {
+                        (Ok(a), Some(f)) => f.apply(i, a),
+                        (a, _) => a,
+                    };
                     let seconds = t.elapsed().as_secs_f64();
                     if let Ok(a) = &audio {
                         budget.hold(a.len());
@@ -365,16 +379,17 @@ mod tests {
         ins[2] = Input::from_samples("empty", Vec::new());
         ins[4] = Input::from_path("/nonexistent/dicta-prefetch.wav");
         for (threads, budget) in [(1, 1), (3, 1), (4, usize::MAX), (8, 12)] {
-            let got: Vec<(usize, Option<usize>)> = with_prefetch(&ins, threads, budget, |p| {
-                let mut v = Vec::new();
-                while let Some((i, a)) = p.next() {
-                    let len = a.as_ref().ok().map(|a| a.len());
-                    p.release(len.unwrap_or(0));
-                    v.push((i, len));
-                }
-                assert!(p.next().is_none());
-                v
-            });
+            let got: Vec<(usize, Option<usize>)> =
+                with_prefetch(&ins, threads, budget, None, |p| {
+                    let mut v = Vec::new();
+                    while let Some((i, a)) = p.next() {
+                        let len = a.as_ref().ok().map(|a| a.len());
+                        p.release(len.unwrap_or(0));
+                        v.push((i, len));
+                    }
+                    assert!(p.next().is_none());
+                    v
+                });
             assert_eq!(
                 got,
                 [
@@ -395,7 +410,7 @@ mod tests {
         let ins = inputs(&[10; 40]);
         let budget = 25;
         let threads = 3;
-        with_prefetch(&ins, threads, budget, |p| {
+        with_prefetch(&ins, threads, budget, None, |p| {
             let mut held_by_consumer = Vec::new();
             while let Some((_, a)) = p.next() {
                 held_by_consumer.push(a.unwrap().len());

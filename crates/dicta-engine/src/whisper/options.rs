@@ -90,6 +90,10 @@ pub struct DecodeOptions {
     /// Stops the work at the next model call once the caller has gone (the remaining windows
     /// fail with `Timeout`); never by default.
     pub cancel: dicta_core::Cancel,
+    /// Transcribe only the speech a voice activity detector finds (faster-whisper's
+    /// `vad_filter` with these `vad_parameters`); times stay those of the original audio. Any
+    /// model family; needs `EngineConfig::vad_model`.
+    pub vad: Option<crate::vad::VadOptions>,
 }
 
 impl Default for DecodeOptions {
@@ -118,6 +122,7 @@ impl Default for DecodeOptions {
             prepend_punctuations: super::words::DEFAULT_PREPEND_PUNCTUATIONS.to_string(),
             append_punctuations: super::words::DEFAULT_APPEND_PUNCTUATIONS.to_string(),
             cancel: dicta_core::Cancel::default(),
+            vad: None,
         }
     }
 }
@@ -134,6 +139,9 @@ impl DecodeOptions {
 
     /// Checks ranges; the message names the option and the value given.
     pub fn validate(&self) -> Result<()> {
+        if let Some(v) = &self.vad {
+            v.validate()?;
+        }
         if self.beam_size == 0 {
             return Err(Error::invalid_input("beam_size must be >= 1, got 0"));
         }
