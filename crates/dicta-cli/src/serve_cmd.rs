@@ -86,6 +86,14 @@ pub struct ServeArgs {
     /// a CPU with VNNI).
     #[arg(long, env = "DICTA_COMPUTE_TYPE", default_value = "default", value_parser = crate::transcribe_cmd::parse_compute_type)]
     pub compute_type: dicta_models::whisper::ComputeType,
+    /// Voice activity detector for requests with `vad_filter=true`: a known name (fetched on
+    /// first use) or a `.onnx` file / folder. Without one (`--no-vad`, or when it cannot be
+    /// fetched) such requests are answered 400.
+    #[arg(long, env = "DICTA_VAD_MODEL", default_value = fetch::DEFAULT_VAD_MODEL)]
+    pub vad_model: String,
+    /// Serve without a voice activity detector.
+    #[arg(long)]
+    pub no_vad: bool,
 }
 
 /// Adapts the engine to the server's backend seam.
@@ -104,6 +112,9 @@ impl EngineBackend {
             o.temperatures = vec![t];
         }
         o.word_timestamps = r.word_timestamps;
+        o.vad = r
+            .vad_filter
+            .then(|| r.vad_parameters.clone().unwrap_or_default());
         o.task = match r.task {
             dicta_server::Task::Transcribe => Task::Transcribe,
             dicta_server::Task::Translate => Task::Translate,
@@ -237,6 +248,17 @@ impl StreamSession for EngineStream {
 
 /// Runs `dicta serve` until SIGINT/SIGTERM; returns the exit code.
 pub fn run(args: &ServeArgs, g: &Globals) -> Result<u8> {
+    let vad_model = if args.no_vad {
+        None
+    } else {
+        match fetch::resolve_model(&args.vad_model, &g.home, &g.python, true) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                eprintln!("dicta serve: no voice activity detector ({e:#}); vad_filter requests will be refused");
+                None
+            }
+        }
+    };
     let mut backends: Vec<Arc<dyn Backend>> = Vec::with_capacity(args.model.len());
     for name in &args.model {
         let model_dir: PathBuf = fetch::resolve_model(name, &g.home, &g.python, true)?;
@@ -247,6 +269,7 @@ pub fn run(args: &ServeArgs, g: &Globals) -> Result<u8> {
                 ..DecodeOptions::default()
             },
             compute_type: args.compute_type,
+            vad_model: vad_model.clone(),
             ..EngineConfig::default()
         };
         let engine = Engine::load(&model_dir, config)

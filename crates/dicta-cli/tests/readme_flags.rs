@@ -1,5 +1,5 @@
 //! README.md's usage block and `dicta <command> --help` agree: every flag the README shows for
-//! `transcribe`, `decode`, `serve` and each `models` subcommand exists, and every flag the help
+//! `transcribe`, `vad`, `decode`, `serve` and each `models` subcommand exists, and every flag the help
 //! lists is in the README (the global `--home`, `--log` and `--help` aside).
 
 use std::collections::BTreeSet;
@@ -85,6 +85,7 @@ fn readme_usage_lists_exactly_the_flags_of_help() {
     for (readme_key, args) in [
         ("transcribe", vec!["transcribe"]),
         ("decode", vec!["decode"]),
+        ("vad", vec!["vad"]),
         ("serve", vec!["serve"]),
         ("models fetch", vec!["models", "fetch"]),
         ("models list", vec!["models", "list"]),

@@ -55,10 +55,10 @@ fn serves_real_transcripts_errors_and_shuts_down_cleanly() {
 
     // The JSON batch endpoint keeps input order and per-input ids.
     let wav = std::fs::read(format!("{DATA}/pocketsphinx/cards_001.wav")).unwrap();
-    let b64 = base64_encode(&wav);
+    let b64 = common::base64(&wav);
     let body = serde_json::json!({"inputs": [
         {"id": "a", "audio_base64": b64},
-        {"id": "b", "audio_base64": base64_encode(&std::fs::read(jfk()).unwrap())},
+        {"id": "b", "audio_base64": common::base64(&std::fs::read(jfk()).unwrap())},
     ]});
     let body_path =
         std::env::temp_dir().join(format!("dicta-serve-body-{}.json", std::process::id()));
@@ -112,7 +112,7 @@ fn concurrent_clients_share_batches_and_each_gets_its_own_transcript() {
         format!("{DATA}/pocketsphinx/goforward.16k.wav"),
     ];
     let body_for = |path: &str, id: &str| {
-        let b64 = base64_encode(&std::fs::read(path).unwrap());
+        let b64 = common::base64(&std::fs::read(path).unwrap());
         let p =
             std::env::temp_dir().join(format!("dicta-serve-c-{id}-{}.json", std::process::id()));
         std::fs::write(
@@ -161,11 +161,6 @@ fn concurrent_clients_share_batches_and_each_gets_its_own_transcript() {
     }
     assert!(max_group > 1, "no request shared a batch");
     assert_eq!(server.terminate(), 0);
-}
-
-fn base64_encode(bytes: &[u8]) -> String {
-    use base64::Engine as _;
-    base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
 /// A real recording streamed over the WebSocket at 10x real time by the Python `websockets`

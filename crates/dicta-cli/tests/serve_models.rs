@@ -86,7 +86,7 @@ fn two_resident_models_each_answer_with_their_own_transcript() {
 
     // /transcribe names the model that answered.
     let audio = std::fs::read(format!("{DATA}/pocketsphinx/cards_001.wav")).unwrap();
-    let b64 = base64_encode(&audio);
+    let b64 = common::base64(&audio);
     let body = serde_json::json!({"model": ms, "inputs": [{"audio_base64": b64}]}).to_string();
     let (out, _) = curl(&[
         "-H",
@@ -172,9 +172,4 @@ fn openai_file(base: &str, model: &str, path: &str) -> (u16, serde_json::Value) 
         code.parse().unwrap(),
         serde_json::from_str(json).unwrap_or(serde_json::Value::Null),
     )
-}
-
-fn base64_encode(bytes: &[u8]) -> String {
-    use base64::Engine as _;
-    base64::engine::general_purpose::STANDARD.encode(bytes)
 }

@@ -8,7 +8,9 @@ pub mod error;
 pub mod format;
 pub mod text;
 pub mod transcript;
+pub mod vad;
 
 pub use cancel::Cancel;
 pub use error::{Error, ErrorKind, Result};
 pub use transcript::{Segment, Stats, Transcript, Word};
+pub use vad::VadOptions;

@@ -40,6 +40,12 @@ pub struct RequestOptions {
     pub word_timestamps: bool,
     /// Transcribe or translate.
     pub task: Task,
+    /// Transcribe only the speech the voice activity detector finds (faster-whisper's
+    /// `vad_filter`); times stay those of the original audio.
+    pub vad_filter: bool,
+    /// With `vad_filter`: detection options (faster-whisper's `vad_parameters`); `None` uses
+    /// the defaults.
+    pub vad_parameters: Option<dicta_core::VadOptions>,
 }
 
 /// One recording handed to the backend.

@@ -297,6 +297,14 @@ pub(crate) fn validate_options(o: &RequestOptions, translation: bool) -> Result<
             )));
         }
     }
+    if let Some(v) = &o.vad_parameters {
+        if !o.vad_filter {
+            return Err(Error::invalid_input(
+                "vad_parameters given without vad_filter=true",
+            ));
+        }
+        v.validate()?;
+    }
     if o.task == Task::Translate && !translation {
         return Err(Error::invalid_input(
             "this model cannot translate (translation needs a multilingual Whisper model)",

@@ -260,6 +260,8 @@ fn spawn_server(args: &ServiceArgs, model: &Path, out: &Path) -> Result<server::
         args.batch_size.to_string(),
         "--beam-size".into(),
         args.beam_size.to_string(),
+        // The load has no vad_filter requests; don't fetch a detector for it.
+        "--no-vad".into(),
     ];
     if let Some(t) = args.threads {
         serve.extend(["--threads".into(), t.to_string()]);

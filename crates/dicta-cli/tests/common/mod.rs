@@ -1,4 +1,5 @@
 //! Helpers shared by the real-model tests of the `dicta` binary.
+#![allow(dead_code)] // each test binary uses its own subset
 
 use std::path::PathBuf;
 
@@ -26,4 +27,10 @@ pub fn model_dir() -> Option<PathBuf> {
         eprintln!("note: no Whisper model (set DICTA_TEST_MODEL_DIR); skipping");
         None
     }
+}
+
+/// Standard base64 (for `/transcribe`'s `audio_base64`).
+pub fn base64(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
 }

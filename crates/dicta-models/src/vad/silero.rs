@@ -179,7 +179,7 @@ impl SileroVad {
     /// after its 64 samples of context), carrying `state` across them and leaving it after the
     /// last row. Returns `[n]` probabilities.
     pub fn forward(&self, inputs: &[f32], state: &mut SileroState) -> Result<Vec<f32>> {
-        if inputs.len() % INPUT != 0 {
+        if !inputs.len().is_multiple_of(INPUT) {
             return Err(Error::invalid_input(format!(
                 "Silero VAD input of {} samples is not a whole number of {INPUT}-sample rows",
                 inputs.len()

@@ -170,6 +170,9 @@ pub(crate) struct RawQuery {
     pub task: Task,
     /// The resident model to use (default: the first).
     pub model: Option<String>,
+    /// Transcribe only detected speech (default VAD options).
+    #[serde(default)]
+    pub vad_filter: bool,
 }
 
 /// `POST /v1/transcriptions/raw`: the body is headerless mono PCM. Answers like
@@ -190,6 +193,8 @@ pub(crate) async fn raw(
         temperature: q.temperature,
         word_timestamps: q.word_timestamps,
         task: q.task,
+        vad_filter: q.vad_filter,
+        vad_parameters: None,
     };
     let mut outcome = s
         .pipeline

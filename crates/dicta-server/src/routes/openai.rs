@@ -56,6 +56,8 @@ struct Form {
     temperature: Option<String>,
     granularities: Vec<String>,
     stream: Option<String>,
+    vad_filter: Option<String>,
+    vad_parameters: Option<String>,
 }
 
 async fn handle(
@@ -107,6 +109,8 @@ async fn read_form(mut mp: Multipart) -> std::result::Result<Form, MultipartErro
                 form.granularities.push(small_text(field).await?)
             }
             "stream" => form.stream = Some(small_text(field).await?),
+            "vad_filter" => form.vad_filter = Some(small_text(field).await?),
+            "vad_parameters" => form.vad_parameters = Some(small_text(field).await?),
             // Skipped fields are drained by `next_field`.
             _ => {}
         }
@@ -200,12 +204,33 @@ fn parse(form: Form, task: Task) -> Result<Parsed> {
         }
         g
     };
+    let vad_filter = match non_empty(form.vad_filter).as_deref() {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(other) => {
+            return Err(Error::invalid_input(format!(
+                "vad_filter must be true or false, got {other:?}"
+            )))
+        }
+    };
+    // faster-whisper's `vad_parameters` dict, as a JSON object in one form field.
+    let vad_parameters = non_empty(form.vad_parameters)
+        .map(|v| {
+            serde_json::from_str::<dicta_core::VadOptions>(&v).map_err(|e| {
+                Error::invalid_input(format!(
+                    "vad_parameters must be a JSON object of VAD options: {e}"
+                ))
+            })
+        })
+        .transpose()?;
     let options = RequestOptions {
         language: non_empty(form.language).map(|l| l.to_ascii_lowercase()),
         prompt: non_empty(form.prompt),
         temperature,
         word_timestamps: granularity.word,
         task,
+        vad_filter,
+        vad_parameters,
     };
     Ok(Parsed {
         input: RawInput {
@@ -227,6 +252,44 @@ mod tests {
         Form {
             file: Some(("a.wav".into(), vec![1, 2, 3])),
             ..Default::default()
+        }
+    }
+
+    #[test]
+    fn vad_fields_are_parsed_and_checked() {
+        let p = parse(
+            Form {
+                vad_filter: Some("true".into()),
+                vad_parameters: Some(
+                    r#"{"min_silence_duration_ms": 500, "threshold": 0.4}"#.into(),
+                ),
+                ..form()
+            },
+            Task::Transcribe,
+        )
+        .unwrap();
+        assert!(p.options.vad_filter);
+        let v = p.options.vad_parameters.unwrap();
+        assert_eq!(
+            (v.min_silence_duration_ms, v.threshold, v.speech_pad_ms),
+            (500, 0.4, 400)
+        );
+        for (filter, params) in [
+            ("yes", None),
+            ("true", Some(r#"{"threshold": "high"}"#)),
+            ("true", Some(r#"{"tresh": 1}"#)),
+        ] {
+            let e = parse(
+                Form {
+                    vad_filter: Some(filter.into()),
+                    vad_parameters: params.map(String::from),
+                    ..form()
+                },
+                Task::Transcribe,
+            )
+            .err()
+            .unwrap();
+            assert!(e.message.contains("vad_"), "{}", e.message);
         }
     }
 

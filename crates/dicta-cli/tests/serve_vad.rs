@@ -1,0 +1,202 @@
+//! `vad_filter` over real sockets: the OpenAI route (form fields `vad_filter`,
+//! `vad_parameters`), `/transcribe` parameters and the raw route's query, against the same
+//! audio without the filter; bad VAD options get a JSON 400 and the server keeps serving; a
+//! server started with `--no-vad` refuses `vad_filter` with 400.
+
+mod common;
+
+use std::path::PathBuf;
+
+use common::server::{curl, Server};
+use common::{model_dir, DATA};
+use serde_json::Value;
+
+/// The VAD model folder (`DICTA_TEST_VAD_DIR`, else the default cache).
+fn vad_dir() -> Option<PathBuf> {
+    if let Some(d) = std::env::var_os("DICTA_TEST_VAD_DIR").map(PathBuf::from) {
+        assert!(
+            d.join("silero_vad_v6.onnx").is_file(),
+            "DICTA_TEST_VAD_DIR={} holds no model",
+            d.display()
+        );
+        return Some(d);
+    }
+    let d = PathBuf::from(std::env::var("HOME").unwrap_or_default())
+        .join(".cache/dicta/models/silero-vad");
+    if d.join("silero_vad_v6.onnx").is_file() {
+        Some(d)
+    } else {
+        eprintln!("note: no Silero VAD (set DICTA_TEST_VAD_DIR); skipping");
+        None
+    }
+}
+
+/// 4 s of silence, jfk, 6 s of silence, as a 16 kHz 16-bit WAV.
+fn padded_jfk(dir: &std::path::Path) -> PathBuf {
+    let jfk =
+        dicta_audio::decode::load_path(&PathBuf::from(DATA).join("openai_whisper/jfk.16k.wav"))
+            .unwrap();
+    let mut samples = vec![0.0f32; 4 * 16_000];
+    samples.extend(&jfk);
+    samples.extend(vec![0.0; 6 * 16_000]);
+    let path = dir.join("padded_jfk.wav");
+    let spec = hound::WavSpec {
+        channels: 1,
+        sample_rate: 16_000,
+        bits_per_sample: 16,
+        sample_format: hound::SampleFormat::Int,
+    };
+    let mut w = hound::WavWriter::create(&path, spec).unwrap();
+    for s in samples {
+        w.write_sample((s * 32767.0).round().clamp(-32768.0, 32767.0) as i16)
+            .unwrap();
+    }
+    w.finalize().unwrap();
+    path
+}
+
+fn openai(base: &str, file: &std::path::Path, fields: &[&str]) -> (u16, Value) {
+    let mut args: Vec<String> = vec![
+        "-w".into(),
+        "\n%{http_code}".into(),
+        "-F".into(),
+        format!("file=@{}", file.display()),
+        "-F".into(),
+        "response_format=verbose_json".into(),
+    ];
+    for f in fields {
+        args.push("-F".into());
+        args.push((*f).into());
+    }
+    args.push(format!("{base}/v1/audio/transcriptions"));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (body, _) = curl(&args);
+    let (json, code) = body.rsplit_once('\n').unwrap();
+    (
+        code.parse().unwrap(),
+        serde_json::from_str(json).unwrap_or(Value::Null),
+    )
+}
+
+#[test]
+fn vad_filter_on_every_route() {
+    let (Some(model), Some(vad)) = (model_dir(), vad_dir()) else {
+        return;
+    };
+    let tmp = std::env::temp_dir().join(format!("dicta-serve-vad-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let wav = padded_jfk(&tmp);
+    let server = Server::start(&model, &["--vad-model", &vad.display().to_string()]);
+    let base = &server.base;
+
+    let (code, plain) = openai(base, &wav, &[]);
+    assert_eq!(code, 200, "{plain}");
+    let (code, filtered) = openai(base, &wav, &["vad_filter=true"]);
+    assert_eq!(code, 200, "{filtered}");
+    let text = filtered["text"].as_str().unwrap();
+    assert!(
+        text.contains("ask not what your country can do for you"),
+        "{text}"
+    );
+    // Times are those of the original audio: speech starts after the 4 s of silence (less the
+    // 400 ms pad) and the duration is the whole file's.
+    let segs = filtered["segments"].as_array().unwrap();
+    let first = segs[0]["start"].as_f64().unwrap();
+    assert!((3.5..4.6).contains(&first), "first segment at {first}");
+    assert!(
+        (filtered["duration"].as_f64().unwrap() - 21.0).abs() < 0.01,
+        "{filtered}"
+    );
+    assert_eq!(plain["duration"], filtered["duration"]);
+
+    // Tighter options through vad_parameters change where chunks are cut, not the words.
+    let (code, tight) = openai(
+        base,
+        &wav,
+        &[
+            "vad_filter=true",
+            r#"vad_parameters={"min_silence_duration_ms":300,"speech_pad_ms":100}"#,
+        ],
+    );
+    assert_eq!(code, 200, "{tight}");
+    assert!(
+        tight["text"]
+            .as_str()
+            .unwrap()
+            .contains("ask not what your country"),
+        "{tight}"
+    );
+
+    // Bad options: JSON 400 naming the problem, and the server keeps serving.
+    for bad in [
+        &["vad_filter=maybe"][..],
+        &["vad_filter=true", r#"vad_parameters={"threshold":2}"#],
+        &["vad_filter=true", r#"vad_parameters={"speech_pad":1}"#],
+        &[r#"vad_parameters={"threshold":0.3}"#],
+    ] {
+        let (code, e) = openai(base, &wav, bad);
+        assert_eq!(code, 400, "{bad:?}: {e}");
+        assert!(
+            e["error"]["message"].as_str().unwrap().contains("vad"),
+            "{e}"
+        );
+    }
+
+    // /transcribe parameters.
+    let audio = std::fs::read(&wav).unwrap();
+    let b64 = common::base64(&audio);
+    let body = serde_json::json!({"inputs": [{"audio_base64": b64}], "parameters": {"vad_filter": true, "vad_parameters": {"speech_pad_ms": 200}}}).to_string();
+    let body_file = tmp.join("body.json");
+    std::fs::write(&body_file, body).unwrap();
+    let (out, _) = curl(&[
+        "-H",
+        "content-type: application/json",
+        "-d",
+        &format!("@{}", body_file.display()),
+        &format!("{base}/transcribe"),
+    ]);
+    let out: Value = serde_json::from_str(&out).unwrap();
+    let r = &out["results"][0];
+    assert!(
+        r["text"]
+            .as_str()
+            .unwrap()
+            .contains("ask not what your country"),
+        "{out}"
+    );
+    assert!(r["segments"][0]["start"].as_f64().unwrap() > 3.5, "{out}");
+    assert!(
+        out["group"]["speech_seconds"].as_f64().unwrap() < 12.0,
+        "{out}"
+    );
+
+    // The raw route's query flag (headerless samples: the WAV without its 44-byte header).
+    let raw = tmp.join("padded_jfk.pcm");
+    std::fs::write(&raw, &audio[44..]).unwrap();
+    let (out, _) = curl(&[
+        "--data-binary",
+        &format!("@{}", raw.display()),
+        &format!("{base}/v1/transcriptions/raw?encoding=i16_le&vad_filter=true"),
+    ]);
+    let out: Value = serde_json::from_str(&out).unwrap();
+    assert!(
+        out["results"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("ask not"),
+        "{out}"
+    );
+    drop(server);
+
+    // Without a detector: refused with 400, the server stays up.
+    let server = Server::start(&model, &["--no-vad"]);
+    let (code, e) = openai(&server.base, &wav, &["vad_filter=true"]);
+    assert_eq!(code, 400, "{e}");
+    assert!(
+        e["error"]["message"].as_str().unwrap().contains("vad"),
+        "{e}"
+    );
+    let (code, _) = openai(&server.base, &wav, &[]);
+    assert_eq!(code, 200);
+    let _ = std::fs::remove_dir_all(&tmp);
+}
