@@ -4,8 +4,10 @@
 //! - [`resample`]: resampling to 16 kHz exactly as FFmpeg's libswresample does (the reference
 //!   pipelines of Whisper users), plus a higher-quality sinc resampler.
 //! - [`mel`]: Whisper's log-mel spectrogram.
+//! - [`fbank`]: SpeechBrain's log-mel filterbanks (speaker embeddings).
 
 pub mod decode;
+pub mod fbank;
 pub mod mel;
 pub mod resample;
 

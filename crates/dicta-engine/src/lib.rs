@@ -5,6 +5,7 @@
 //! - [`whisper`]: Whisper decoding policy (greedy/beam, timestamps, fallback, long-form).
 //! - [`vad`]: speech segments from a voice activity detector, and speech-only transcription.
 
+pub mod diarize;
 pub mod engine;
 pub mod moonshine;
 pub mod offline;

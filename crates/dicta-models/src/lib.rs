@@ -4,10 +4,12 @@
 //! - [`ctc`]: CTC acoustic models (wav2vec2 family).
 //! - [`moonshine`]: Moonshine encoder-decoder (ONNX Runtime `.ort` exports).
 //! - [`vad`]: voice activity detection (Silero VAD).
+//! - [`speaker`]: speaker embeddings (ECAPA-TDNN).
 
 pub mod ctc;
 pub mod kernels;
 pub mod moonshine;
 pub mod ort;
+pub mod speaker;
 pub mod vad;
 pub mod whisper;

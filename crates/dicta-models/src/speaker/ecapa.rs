@@ -1,0 +1,378 @@
+//! ECAPA-TDNN speaker embeddings (SpeechBrain `spkrec-ecapa-voxceleb`: 1024 channels, 192-d
+//! output), loaded from SpeechBrain's `embedding_model.ckpt` (a torch state dict).
+//!
+//! Layers, in SpeechBrain's order (every TDNN block is conv → ReLU → batch norm; convs pad
+//! "same" by reflection):
+//! 1. TDNN 80 → 1024, kernel 5.
+//! 2. Three SE-Res2Net blocks (dilations 2, 3, 4): TDNN k1 → Res2Net (8 groups of 128
+//!    channels, group `i ≥ 2` convolved after adding group `i − 1`'s output) → TDNN k1 →
+//!    squeeze-excitation (time mean → 128 → ReLU → 1024 → sigmoid, scaling the channels) →
+//!    plus the block input.
+//! 3. Multi-layer aggregation: the three blocks' outputs concatenated → TDNN 3072 → 3072.
+//! 4. Attentive statistics pooling with global context (attention over time from
+//!    `[x, mean, std]`), giving a weighted mean and std `[6144]`; batch norm; linear → 192.
+//!
+//! Activations are time-major per window, `[B·T, C]`, so every k1 conv is one matmul over all
+//! frames of all windows of a batch.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use candle_core::{DType, Device, Tensor};
+use dicta_core::{Error, Result};
+use rayon::prelude::*;
+
+/// Embedding size.
+pub const EMBEDDING: usize = 192;
+const CHANNELS: usize = 1024;
+const SCALE: usize = 8;
+const MFA: usize = 3 * CHANNELS;
+const BN_EPS: f32 = 1e-5;
+
+type Weights = HashMap<String, Tensor>;
+
+fn get(w: &Weights, name: &str, dims: &[usize]) -> Result<Vec<f32>> {
+    let t = w
+        .get(name)
+        .ok_or_else(|| Error::model_load(format!("ECAPA: {name} missing")))?;
+    if t.dims() != dims {
+        return Err(Error::model_load(format!(
+            "ECAPA: {name} has shape {:?}, expected {dims:?}",
+            t.dims()
+        )));
+    }
+    t.to_dtype(DType::F32)
+        .and_then(|t| t.flatten_all())
+        .and_then(|t| t.to_vec1::<f32>())
+        .map_err(|e| Error::model_load(format!("ECAPA: {name}: {e}")))
+}
+
+/// A conv as a matmul: weights `[c_in·k, c_out]` in (tap, c_in) order.
+struct Conv {
+    w: Tensor,
+    b: Vec<f32>,
+    c_in: usize,
+    c_out: usize,
+    k: usize,
+    dilation: usize,
+}
+
+impl Conv {
+    fn load(w: &Weights, name: &str, c_in: usize, c_out: usize, k: usize, d: usize) -> Result<Self> {
+        let weight = get(w, &format!("{name}.weight"), &[c_out, c_in, k])?;
+        let b = get(w, &format!("{name}.bias"), &[c_out])?;
+        // [c_out, c_in, k] → [k, c_in, c_out].
+        let mut t = vec![0f32; weight.len()];
+        for o in 0..c_out {
+            for i in 0..c_in {
+                for j in 0..k {
+                    t[(j * c_in + i) * c_out + o] = weight[(o * c_in + i) * k + j];
+                }
+            }
+        }
+        let w = Tensor::from_vec(t, (k * c_in, c_out), &Device::Cpu)
+            .map_err(|e| Error::model_load(e.to_string()))?;
+        Ok(Self { w, b, c_in, c_out, k, dilation: d })
+    }
+
+    /// `x: [b·t, c_in]` (windows of `t` frames) → `[b·t, c_out]`, reflect padding "same".
+    fn forward(&self, x: &[f32], t: usize) -> candle_core::Result<Vec<f32>> {
+        let rows = x.len() / self.c_in;
+        let cols = if self.k == 1 {
+            x.to_vec()
+        } else {
+            let pad = self.dilation * (self.k - 1) / 2;
+            let kc = self.k * self.c_in;
+            let mut cols = vec![0f32; rows * kc];
+            cols.par_chunks_mut(kc).enumerate().for_each(|(r, dst)| {
+                let (win, ti) = (r / t, r % t);
+                for j in 0..self.k {
+                    let src = reflect(ti as isize + (j * self.dilation) as isize - pad as isize, t);
+                    let s = &x[(win * t + src) * self.c_in..][..self.c_in];
+                    dst[j * self.c_in..(j + 1) * self.c_in].copy_from_slice(s);
+                }
+            });
+            cols
+        };
+        let kc = self.k * self.c_in;
+        let y = Tensor::from_vec(cols, (rows, kc), &Device::Cpu)?.matmul(&self.w)?;
+        let mut y = y.flatten_all()?.to_vec1::<f32>()?;
+        y.par_chunks_mut(self.c_out).for_each(|row| {
+            for (v, b) in row.iter_mut().zip(&self.b) {
+                *v += b;
+            }
+        });
+        Ok(y)
+    }
+}
+
+/// Inference batch norm as a per-channel affine map.
+struct Norm {
+    scale: Vec<f32>,
+    shift: Vec<f32>,
+}
+
+impl Norm {
+    fn load(w: &Weights, name: &str, c: usize) -> Result<Self> {
+        let g = get(w, &format!("{name}.weight"), &[c])?;
+        let b = get(w, &format!("{name}.bias"), &[c])?;
+        let m = get(w, &format!("{name}.running_mean"), &[c])?;
+        let v = get(w, &format!("{name}.running_var"), &[c])?;
+        let scale: Vec<f32> = g.iter().zip(&v).map(|(g, v)| g / (v + BN_EPS).sqrt()).collect();
+        let shift = b.iter().zip(&m).zip(&scale).map(|((b, m), s)| b - m * s).collect();
+        Ok(Self { scale, shift })
+    }
+
+    fn apply(&self, x: &mut [f32], relu_first: bool) {
+        let c = self.scale.len();
+        x.par_chunks_mut(c).for_each(|row| {
+            for ((v, s), h) in row.iter_mut().zip(&self.scale).zip(&self.shift) {
+                let u = if relu_first { v.max(0.0) } else { *v };
+                *v = u * s + h;
+            }
+        });
+    }
+}
+
+/// conv → ReLU → batch norm.
+struct Tdnn {
+    conv: Conv,
+    norm: Norm,
+}
+
+impl Tdnn {
+    fn load(w: &Weights, name: &str, c_in: usize, c_out: usize, k: usize, d: usize) -> Result<Self> {
+        Ok(Self {
+            conv: Conv::load(w, &format!("{name}.conv.conv"), c_in, c_out, k, d)?,
+            norm: Norm::load(w, &format!("{name}.norm.norm"), c_out)?,
+        })
+    }
+
+    fn forward(&self, x: &[f32], t: usize) -> candle_core::Result<Vec<f32>> {
+        let mut y = self.conv.forward(x, t)?;
+        self.norm.apply(&mut y, true);
+        Ok(y)
+    }
+}
+
+struct SeRes2Net {
+    tdnn1: Tdnn,
+    res: Vec<Tdnn>,
+    tdnn2: Tdnn,
+    se1: Conv,
+    se2: Conv,
+}
+
+impl SeRes2Net {
+    fn load(w: &Weights, name: &str, dilation: usize) -> Result<Self> {
+        let g = CHANNELS / SCALE;
+        Ok(Self {
+            tdnn1: Tdnn::load(w, &format!("{name}.tdnn1"), CHANNELS, CHANNELS, 1, 1)?,
+            res: (0..SCALE - 1)
+                .map(|i| Tdnn::load(w, &format!("{name}.res2net_block.blocks.{i}"), g, g, 3, dilation))
+                .collect::<Result<_>>()?,
+            tdnn2: Tdnn::load(w, &format!("{name}.tdnn2"), CHANNELS, CHANNELS, 1, 1)?,
+            se1: Conv::load(w, &format!("{name}.se_block.conv1.conv"), CHANNELS, 128, 1, 1)?,
+            se2: Conv::load(w, &format!("{name}.se_block.conv2.conv"), 128, CHANNELS, 1, 1)?,
+        })
+    }
+
+    fn forward(&self, x: &[f32], t: usize) -> candle_core::Result<Vec<f32>> {
+        let h = self.tdnn1.forward(x, t)?;
+        let rows = h.len() / CHANNELS;
+        let g = CHANNELS / SCALE;
+        let mut out = vec![0f32; h.len()];
+        let mut prev: Vec<f32> = Vec::new();
+        for i in 0..SCALE {
+            let mut xi: Vec<f32> = h.chunks_exact(CHANNELS).flat_map(|r| r[i * g..(i + 1) * g].iter().copied()).collect();
+            let yi = if i == 0 {
+                xi
+            } else {
+                if i >= 2 {
+                    for (a, b) in xi.iter_mut().zip(&prev) {
+                        *a += b;
+                    }
+                }
+                self.res[i - 1].forward(&xi, t)?
+            };
+            for (r, chunk) in yi.chunks_exact(g).enumerate() {
+                out[r * CHANNELS + i * g..r * CHANNELS + (i + 1) * g].copy_from_slice(chunk);
+            }
+            prev = yi;
+        }
+        let mut y = self.tdnn2.forward(&out, t)?;
+        // Squeeze-excitation per window.
+        let windows = rows / t;
+        let mut means = vec![0f32; windows * CHANNELS];
+        for (w, m) in means.chunks_exact_mut(CHANNELS).enumerate() {
+            for row in y[w * t * CHANNELS..(w + 1) * t * CHANNELS].chunks_exact(CHANNELS) {
+                for (a, b) in m.iter_mut().zip(row) {
+                    *a += b;
+                }
+            }
+            for a in m.iter_mut() {
+                *a /= t as f32;
+            }
+        }
+        let mut s = self.se1.forward(&means, 1)?;
+        s.iter_mut().for_each(|v| *v = v.max(0.0));
+        let s = self.se2.forward(&s, 1)?;
+        y.par_chunks_mut(CHANNELS).enumerate().for_each(|(r, row)| {
+            let gate = &s[(r / t) * CHANNELS..(r / t + 1) * CHANNELS];
+            for ((v, g), res) in row.iter_mut().zip(gate).zip(&x[r * CHANNELS..(r + 1) * CHANNELS]) {
+                *v = *v * sigmoid(*g) + res;
+            }
+        });
+        Ok(y)
+    }
+}
+
+/// The ECAPA-TDNN network; immutable and shareable.
+pub struct Ecapa {
+    block0: Tdnn,
+    blocks: Vec<SeRes2Net>,
+    mfa: Tdnn,
+    asp_tdnn: Tdnn,
+    asp_conv: Conv,
+    asp_bn: Norm,
+    fc: Conv,
+}
+
+impl Ecapa {
+    /// Loads SpeechBrain's `embedding_model.ckpt`. Errors (`ModelLoad`) name the tensor that is
+    /// missing or misshapen.
+    pub fn load(path: &Path) -> Result<Self> {
+        let w: Weights = candle_core::pickle::read_all(path)
+            .map_err(|e| Error::model_load(format!("{}: {e}", path.display())))?
+            .into_iter()
+            .collect();
+        Self::from_weights(&w).map_err(|e| e.context(path.display()))
+    }
+
+    fn from_weights(w: &Weights) -> Result<Self> {
+        Ok(Self {
+            block0: Tdnn::load(w, "blocks.0", crate::speaker::N_MELS, CHANNELS, 5, 1)?,
+            blocks: (1..=3)
+                .map(|i| SeRes2Net::load(w, &format!("blocks.{i}"), i + 1))
+                .collect::<Result<_>>()?,
+            mfa: Tdnn::load(w, "mfa", MFA, MFA, 1, 1)?,
+            asp_tdnn: Tdnn::load(w, "asp.tdnn", 3 * MFA, 128, 1, 1)?,
+            asp_conv: Conv::load(w, "asp.conv.conv", 128, MFA, 1, 1)?,
+            asp_bn: Norm::load(w, "asp_bn.norm", 2 * MFA)?,
+            fc: Conv::load(w, "fc.conv", 2 * MFA, EMBEDDING, 1, 1)?,
+        })
+    }
+
+    /// Embeddings of `b` windows of `t` frames each: `feats: [b, t, 80]` (mean-normalised
+    /// filterbanks) → `[b, 192]`. `t` must be at least 9 (the widest reflect padding).
+    pub fn forward(&self, feats: &[f32], t: usize) -> Result<Vec<f32>> {
+        if t < 9 || feats.len() % (t * crate::speaker::N_MELS) != 0 {
+            return Err(Error::invalid_input(format!(
+                "ECAPA input of {} values is not whole windows of {t} ≥ 9 frames",
+                feats.len()
+            )));
+        }
+        self.run(feats, t).map_err(|e| Error::internal(format!("ECAPA: {e}")))
+    }
+
+    fn run(&self, feats: &[f32], t: usize) -> candle_core::Result<Vec<f32>> {
+        let mut x = self.block0.forward(feats, t)?;
+        let rows = x.len() / CHANNELS;
+        let mut cat = vec![0f32; rows * MFA];
+        for (i, block) in self.blocks.iter().enumerate() {
+            x = block.forward(&x, t)?;
+            cat.par_chunks_mut(MFA).zip(x.par_chunks(CHANNELS)).for_each(|(dst, src)| {
+                dst[i * CHANNELS..(i + 1) * CHANNELS].copy_from_slice(src);
+            });
+        }
+        drop(x);
+        let x = self.mfa.forward(&cat, t)?;
+        drop(cat);
+        let pooled = self.pool(&x, t)?;
+        let mut pooled = pooled;
+        self.asp_bn.apply(&mut pooled, false);
+        self.fc.forward(&pooled, 1)
+    }
+
+    /// Attentive statistics pooling: `[b·t, 3072]` → `[b, 6144]` (weighted mean, then std).
+    fn pool(&self, x: &[f32], t: usize) -> candle_core::Result<Vec<f32>> {
+        let windows = x.len() / (t * MFA);
+        // Global context: each window's plain mean and std, beside every frame.
+        let stats: Vec<(Vec<f32>, Vec<f32>)> = (0..windows)
+            .into_par_iter()
+            .map(|w| uniform_stats(&x[w * t * MFA..(w + 1) * t * MFA], t))
+            .collect();
+        let mut ctx = vec![0f32; windows * t * 3 * MFA];
+        ctx.par_chunks_mut(3 * MFA).enumerate().for_each(|(r, dst)| {
+            let (mean, std) = &stats[r / t];
+            dst[..MFA].copy_from_slice(&x[r * MFA..(r + 1) * MFA]);
+            dst[MFA..2 * MFA].copy_from_slice(mean);
+            dst[2 * MFA..].copy_from_slice(std);
+        });
+        let mut a = self.asp_tdnn.forward(&ctx, t)?;
+        drop(ctx);
+        a.iter_mut().for_each(|v| *v = v.tanh());
+        let mut a = self.asp_conv.forward(&a, t)?;
+        let mut out = vec![0f32; windows * 2 * MFA];
+        out.par_chunks_mut(2 * MFA)
+            .zip(a.par_chunks_mut(t * MFA))
+            .enumerate()
+            .for_each(|(w, (dst, att))| {
+                let xs = &x[w * t * MFA..(w + 1) * t * MFA];
+                // Softmax over time per channel.
+                for c in 0..MFA {
+                    let mut m = f32::NEG_INFINITY;
+                    for f in 0..t {
+                        m = m.max(att[f * MFA + c]);
+                    }
+                    let mut sum = 0f32;
+                    for f in 0..t {
+                        let e = (att[f * MFA + c] - m).exp();
+                        att[f * MFA + c] = e;
+                        sum += e;
+                    }
+                    let (mut mean, mut var) = (0f32, 0f32);
+                    for f in 0..t {
+                        att[f * MFA + c] /= sum;
+                        mean += att[f * MFA + c] * xs[f * MFA + c];
+                    }
+                    for f in 0..t {
+                        let d = xs[f * MFA + c] - mean;
+                        var += att[f * MFA + c] * d * d;
+                    }
+                    dst[c] = mean;
+                    dst[MFA + c] = var.max(1e-12).sqrt();
+                }
+            });
+        Ok(out)
+    }
+}
+
+/// Mean and std over the `t` frames of one window `[t, 3072]` (uniform weights).
+fn uniform_stats(x: &[f32], t: usize) -> (Vec<f32>, Vec<f32>) {
+    let mut mean = vec![0f32; MFA];
+    for row in x.chunks_exact(MFA) {
+        for (m, v) in mean.iter_mut().zip(row) {
+            *m += v / t as f32;
+        }
+    }
+    let mut var = vec![0f32; MFA];
+    for row in x.chunks_exact(MFA) {
+        for ((s, v), m) in var.iter_mut().zip(row).zip(&mean) {
+            let d = v - m;
+            *s += d * d / t as f32;
+        }
+    }
+    (mean, var.into_iter().map(|v| v.max(1e-12).sqrt()).collect())
+}
+
+/// Reflect padding index (edge not repeated), as torch's `F.pad(mode="reflect")`.
+fn reflect(i: isize, n: usize) -> usize {
+    let n = n as isize;
+    let i = if i < 0 { -i } else { i };
+    (if i >= n { 2 * (n - 1) - i } else { i }) as usize
+}
+
+fn sigmoid(x: f32) -> f32 {
+    1.0 / (1.0 + (-x).exp())
+}
