@@ -5,6 +5,7 @@
 
 mod bench;
 mod decode_cmd;
+mod diarize_cmd;
 mod fetch;
 mod models_cmd;
 mod serve_cmd;
@@ -38,6 +39,8 @@ enum Command {
     Transcribe(transcribe_cmd::TranscribeArgs),
     /// Find speech in audio files (Silero VAD); prints speech segments as JSON.
     Vad(vad_cmd::VadCmdArgs),
+    /// Who spoke when: speaker turns as RTTM (or JSON).
+    Diarize(diarize_cmd::DiarizeArgs),
     /// Run the HTTP/WebSocket server (OpenAI-compatible API, batch JSON, streaming).
     Serve(serve_cmd::ServeArgs),
     /// Measure speed (RTFx, latency) and accuracy (WER) against peers.
@@ -117,6 +120,7 @@ fn main() -> ExitCode {
             serve_cmd::run(args, &globals)
         }
         Command::Vad(args) => vad_cmd::run(args, &globals),
+        Command::Diarize(args) => diarize_cmd::run(args, &globals),
         Command::Bench(args) => bench::run(args, &globals),
         Command::Models(args) => models_cmd::run(args, &globals),
         Command::Decode(args) => decode_cmd::run(args).map(|code| code.clamp(0, 255) as u8),

@@ -338,12 +338,14 @@ mod tests {
                 end: 1.25,
                 words: vec![
                     Word {
+                        speaker: None,
                         word: "hello".into(),
                         start: 0.5,
                         end: 0.9,
                         probability: Some(0.75),
                     },
                     Word {
+                        speaker: None,
                         word: "world".into(),
                         start: 0.9,
                         end: 1.25,

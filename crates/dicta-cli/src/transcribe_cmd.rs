@@ -402,7 +402,7 @@ fn render_one(format: OutputFormat, t: &Transcript) -> String {
 /// One file name per input for `--output-dir`, never the same twice: `<stem>.<ext>`; inputs
 /// sharing a stem keep their own extension (`jfk.mp3.srt`, `jfk.wav.srt`); names still equal
 /// (the same file name in different folders) get the input's position (`jfk.wav-2.srt`).
-fn output_names(inputs: &[Input], ext: &str) -> Vec<String> {
+pub(crate) fn output_names(inputs: &[Input], ext: &str) -> Vec<String> {
     use std::collections::HashMap;
     let path = |i: &Input| Path::new(&i.audio).to_path_buf();
     let stem = |i: &Input| {

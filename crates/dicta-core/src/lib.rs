@@ -12,5 +12,5 @@ pub mod vad;
 
 pub use cancel::Cancel;
 pub use error::{Error, ErrorKind, Result};
-pub use transcript::{Segment, Stats, Transcript, Word};
+pub use transcript::{Segment, SpeakerTurn, Stats, Transcript, Word};
 pub use vad::VadOptions;

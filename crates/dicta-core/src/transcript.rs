@@ -15,6 +15,9 @@ pub struct Word {
     /// Model confidence in [0, 1], when the decoder provides one.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub probability: Option<f32>,
+    /// Who said it (`SPEAKER_00`, …), with diarization.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub speaker: Option<String>,
 }
 
 /// A timed stretch of text (a Whisper segment, or an utterance for CTC models).
@@ -44,6 +47,20 @@ pub struct Segment {
     /// Token ids of the segment (Whisper), useful for prompts.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub tokens: Vec<u32>,
+    /// Who spoke (`SPEAKER_00`, …), with diarization: the speaker of most of the segment.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub speaker: Option<String>,
+}
+
+/// One stretch of one speaker's speech (an RTTM `SPEAKER` line), times in seconds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpeakerTurn {
+    /// Speaker label (`SPEAKER_00`, … in order of first appearance).
+    pub speaker: String,
+    /// Start time in seconds.
+    pub start: f64,
+    /// End time in seconds.
+    pub end: f64,
 }
 
 impl Segment {
@@ -59,6 +76,7 @@ impl Segment {
             no_speech_prob: None,
             temperature: None,
             tokens: Vec::new(),
+            speaker: None,
         }
     }
 }

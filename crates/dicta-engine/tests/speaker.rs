@@ -13,25 +13,37 @@ use serde_json::Value;
 /// `DICTA_TEST_SPEAKER_DIR` (a failure when it holds no model), else the default cache.
 pub fn speaker_dir() -> Option<PathBuf> {
     if let Some(dir) = std::env::var_os("DICTA_TEST_SPEAKER_DIR").map(PathBuf::from) {
-        assert!(dir.join("embedding_model.ckpt").is_file(), "DICTA_TEST_SPEAKER_DIR={} holds no model", dir.display());
+        assert!(
+            dir.join("embedding_model.ckpt").is_file(),
+            "DICTA_TEST_SPEAKER_DIR={} holds no model",
+            dir.display()
+        );
         return Some(dir);
     }
-    let dir = PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/dicta/models/ecapa-voxceleb");
+    let dir = PathBuf::from(std::env::var("HOME").unwrap_or_default())
+        .join(".cache/dicta/models/ecapa-voxceleb");
     if dir.join("embedding_model.ckpt").is_file() {
         Some(dir)
     } else {
-        eprintln!("SKIPPED: no ECAPA model at {} (set DICTA_TEST_SPEAKER_DIR)", dir.display());
+        eprintln!(
+            "SKIPPED: no ECAPA model at {} (set DICTA_TEST_SPEAKER_DIR)",
+            dir.display()
+        );
         None
     }
 }
 
 fn encoder() -> Option<&'static SpeakerEncoder> {
     static E: OnceLock<Option<SpeakerEncoder>> = OnceLock::new();
-    E.get_or_init(|| speaker_dir().map(|d| SpeakerEncoder::load(&d).expect("load ECAPA"))).as_ref()
+    E.get_or_init(|| speaker_dir().map(|d| SpeakerEncoder::load(&d).expect("load ECAPA")))
+        .as_ref()
 }
 
 fn clips() -> Vec<(Vec<f32>, Value)> {
-    let p = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/ecapa/reference.json");
+    let p = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/ecapa/reference.json"
+    );
     let r: Value = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
     r["clips"]
         .as_array()
@@ -58,7 +70,12 @@ fn embeddings_match_speechbrain() {
         let f = enc.features(x);
         assert_eq!(f.len() / 80, c["frames"].as_u64().unwrap() as usize);
         let head: Vec<Vec<f64>> = serde_json::from_value(c["fbank_head"].clone()).unwrap();
-        let worst = head.iter().flatten().zip(&f).map(|(a, b)| (a - f64::from(*b)).abs()).fold(0.0, f64::max);
+        let worst = head
+            .iter()
+            .flatten()
+            .zip(&f)
+            .map(|(a, b)| (a - f64::from(*b)).abs())
+            .fold(0.0, f64::max);
         assert!(worst < 2e-3, "{}: fbank |Δ| {worst}", c["audio"]);
     }
     let refs: Vec<&[f32]> = clips.iter().map(|(x, _)| x.as_slice()).collect();
@@ -77,7 +94,9 @@ fn embeddings_match_speechbrain() {
 fn batched_clips_equal_clips_alone() {
     let Some(enc) = encoder() else { return };
     let jfk = whisper_common::load_wav("openai_whisper/jfk.16k.wav");
-    let windows: Vec<&[f32]> = (0..5).map(|i| &jfk[i * 20_000..i * 20_000 + 24_000]).collect();
+    let windows: Vec<&[f32]> = (0..5)
+        .map(|i| &jfk[i * 20_000..i * 20_000 + 24_000])
+        .collect();
     let together = enc.embed(&windows).unwrap();
     for (w, t) in windows.iter().zip(&together) {
         let alone = enc.embed(&[w]).unwrap();

@@ -148,12 +148,14 @@ mod tests {
         let mut s1 = Segment::new(0.0, 2.5, " Hello there.");
         s1.words = vec![
             Word {
+                speaker: None,
                 word: " Hello".into(),
                 start: 0.0,
                 end: 0.9,
                 probability: Some(0.9),
             },
             Word {
+                speaker: None,
                 word: " there.".into(),
                 start: 1.0,
                 end: 2.5,

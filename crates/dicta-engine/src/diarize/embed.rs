@@ -21,8 +21,15 @@ pub struct SpeakerEncoder {
 impl SpeakerEncoder {
     /// Loads ECAPA from `embedding_model.ckpt`, or a folder holding it.
     pub fn load(path: &Path) -> Result<Self> {
-        let file = if path.is_dir() { path.join(ECAPA_FILE) } else { path.to_path_buf() };
-        Ok(Self { fbank: Fbank::new(), ecapa: Ecapa::load(&file)? })
+        let file = if path.is_dir() {
+            path.join(ECAPA_FILE)
+        } else {
+            path.to_path_buf()
+        };
+        Ok(Self {
+            fbank: Fbank::new(),
+            ecapa: Ecapa::load(&file)?,
+        })
     }
 
     /// Mean-normalised filterbanks of one clip, `[T, 80]`.

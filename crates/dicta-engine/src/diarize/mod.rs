@@ -1,5 +1,472 @@
 //! Speaker diarization: who spoke when.
+//!
+//! 1. Speech regions from the voice activity detector ([`crate::vad`]).
+//! 2. Windows of 1.5 s every 0.75 s inside each region (a shorter region is one window; regions
+//!    under 0.4 s are not embedded and take the speaker nearest in time).
+//! 3. One ECAPA-TDNN embedding per window ([`SpeakerEncoder`]); windows of equal length are
+//!    batched.
+//! 4. Average-linkage clustering on cosine distance ([`cluster`]). The number of speakers is
+//!    `num_speakers` when given; otherwise the number of clusters left when merging stops at
+//!    `threshold`, clamped to `min_speakers..=max_speakers`. Clusters of a single window (a
+//!    cough, a laugh) join their nearest cluster unless a count forces them to stay.
+//! 5. Each window owns the stretch of its region nearest its centre; neighbouring stretches of
+//!    one speaker join into turns. Labels are `SPEAKER_00`, `SPEAKER_01`, … by first appearance.
+//!
+//! Overlapping speech is not detected: every instant has at most one speaker.
 
+pub mod cluster;
 mod embed;
+pub mod rttm;
+
+use std::path::Path;
+
+use dicta_core::{Error, Result, Segment, SpeakerTurn};
+use serde::{Deserialize, Serialize};
+
+use crate::engine::Input;
+use crate::vad::{SpeechChunk, Vad, VadOptions};
 
 pub use embed::{cosine, SpeakerEncoder, MIN_CLIP};
+
+const RATE: usize = dicta_audio::SAMPLE_RATE as usize;
+/// Regions shorter than this (samples) are not embedded.
+const MIN_REGION: usize = RATE * 2 / 5;
+
+/// Options of a diarization call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DiarizeOptions {
+    /// The exact number of speakers, when known.
+    pub num_speakers: Option<usize>,
+    /// At least this many speakers.
+    pub min_speakers: Option<usize>,
+    /// At most this many speakers.
+    pub max_speakers: Option<usize>,
+    /// Clustering stops before merging clusters whose average cosine distance exceeds this
+    /// (used when `num_speakers` is not given).
+    pub threshold: f32,
+    /// Embedding window (seconds).
+    pub window_seconds: f32,
+    /// Step between windows (seconds).
+    pub step_seconds: f32,
+}
+
+impl Default for DiarizeOptions {
+    fn default() -> Self {
+        Self {
+            num_speakers: None,
+            min_speakers: None,
+            max_speakers: None,
+            threshold: 0.7,
+            window_seconds: 1.5,
+            step_seconds: 0.75,
+        }
+    }
+}
+
+impl DiarizeOptions {
+    /// Checks ranges; messages name the option and the value given.
+    pub fn validate(&self) -> Result<()> {
+        for (name, v) in [
+            ("num_speakers", self.num_speakers),
+            ("min_speakers", self.min_speakers),
+            ("max_speakers", self.max_speakers),
+        ] {
+            if v == Some(0) {
+                return Err(Error::invalid_input(format!("{name} must be >= 1, got 0")));
+            }
+        }
+        if let (Some(lo), Some(hi)) = (self.min_speakers, self.max_speakers) {
+            if lo > hi {
+                return Err(Error::invalid_input(format!(
+                    "min_speakers ({lo}) must not exceed max_speakers ({hi})"
+                )));
+            }
+        }
+        if let Some(n) = self.num_speakers {
+            if self.min_speakers.is_some_and(|lo| n < lo)
+                || self.max_speakers.is_some_and(|hi| n > hi)
+            {
+                return Err(Error::invalid_input(format!(
+                    "num_speakers ({n}) is outside min_speakers..max_speakers"
+                )));
+            }
+        }
+        if !(self.threshold > 0.0 && self.threshold < 2.0) {
+            return Err(Error::invalid_input(format!(
+                "threshold must be in (0, 2), got {}",
+                self.threshold
+            )));
+        }
+        if !(self.window_seconds >= 0.5 && self.window_seconds <= 10.0) {
+            return Err(Error::invalid_input(format!(
+                "window_seconds must be in [0.5, 10], got {}",
+                self.window_seconds
+            )));
+        }
+        if !(self.step_seconds > 0.0 && self.step_seconds <= self.window_seconds) {
+            return Err(Error::invalid_input(format!(
+                "step_seconds must be in (0, window_seconds], got {}",
+                self.step_seconds
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The speaker turns of one input.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DiarizeResult {
+    /// Caller's id.
+    pub id: String,
+    /// Where the audio came from.
+    pub audio: String,
+    /// Duration in seconds.
+    pub duration: f64,
+    /// Number of speakers found.
+    pub speakers: usize,
+    /// Turns in time order.
+    pub turns: Vec<SpeakerTurn>,
+}
+
+/// The speech detection diarization uses: short pauses separate regions, little padding.
+pub fn vad_options() -> VadOptions {
+    VadOptions {
+        min_silence_duration_ms: 300,
+        speech_pad_ms: 50,
+        min_speech_duration_ms: 100,
+        ..VadOptions::default()
+    }
+}
+
+/// A voice activity detector and a speaker encoder (shareable).
+pub struct Diarizer {
+    vad: Vad,
+    encoder: SpeakerEncoder,
+}
+
+/// One embedded (or too short) stretch: samples `start..end`, owned span `own`.
+struct Window {
+    start: usize,
+    end: usize,
+    own: (usize, usize),
+}
+
+impl Diarizer {
+    /// Loads the VAD (`silero_vad_v6.onnx` or its folder) and ECAPA (`embedding_model.ckpt` or
+    /// its folder).
+    pub fn load(vad: &Path, speaker: &Path) -> Result<Self> {
+        Ok(Self {
+            vad: Vad::load(vad)?,
+            encoder: SpeakerEncoder::load(speaker)?,
+        })
+    }
+
+    /// Speaker turns of every input, in input order; a broken input fails alone.
+    pub fn diarize(&self, inputs: &[Input], opts: &DiarizeOptions) -> Vec<Result<DiarizeResult>> {
+        inputs
+            .iter()
+            .map(|input| {
+                opts.validate()?;
+                let audio = crate::engine::load_audio(input)?;
+                let turns = self.turns(&audio, opts)?;
+                let mut speakers: Vec<&str> = turns.iter().map(|t| t.speaker.as_str()).collect();
+                speakers.sort_unstable();
+                speakers.dedup();
+                Ok(DiarizeResult {
+                    id: input.id.clone(),
+                    audio: input.audio.clone(),
+                    duration: audio.len() as f64 / RATE as f64,
+                    speakers: speakers.len(),
+                    turns,
+                })
+            })
+            .collect()
+    }
+
+    /// Speaker turns of one decoded 16 kHz recording (none for silence).
+    pub fn turns(&self, audio: &[f32], opts: &DiarizeOptions) -> Result<Vec<SpeakerTurn>> {
+        opts.validate()?;
+        let regions = self.vad.speech(audio, &vad_options())?;
+        let win = (opts.window_seconds * RATE as f32) as usize;
+        let step = ((opts.step_seconds * RATE as f32) as usize).max(1);
+        let windows: Vec<Window> = regions.iter().flat_map(|r| plan(r, win, step)).collect();
+        let embedded: Vec<usize> = (0..windows.len())
+            .filter(|&i| windows[i].end - windows[i].start >= MIN_REGION)
+            .collect();
+        let clips: Vec<&[f32]> = embedded
+            .iter()
+            .map(|&i| &audio[windows[i].start..windows[i].end])
+            .collect();
+        let mut emb = self.encoder.embed(&clips)?;
+        for e in &mut emb {
+            let n = e.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-12);
+            e.iter_mut().for_each(|v| *v /= n);
+        }
+        let labels = assign(&emb, opts);
+        // Windows not embedded take the label of the nearest embedded window.
+        let mut label = vec![0usize; windows.len()];
+        for (i, w) in windows.iter().enumerate() {
+            label[i] = match embedded.binary_search(&i) {
+                Ok(k) => labels[k],
+                Err(_) => embedded
+                    .iter()
+                    .zip(&labels)
+                    .min_by_key(|(&j, _)| windows[j].own.0.abs_diff(w.own.0))
+                    .map_or(0, |(_, &l)| l),
+            };
+        }
+        Ok(turns_of(&windows, &label))
+    }
+}
+
+/// Windows of one speech region: `win` samples every `step`, the last one ending at the region's
+/// end; each owns the part of the region nearest its centre.
+fn plan(r: &SpeechChunk, win: usize, step: usize) -> Vec<Window> {
+    let len = r.end - r.start;
+    let mut starts = vec![r.start];
+    if len > win {
+        let mut s = r.start + step;
+        while s + win < r.end {
+            starts.push(s);
+            s += step;
+        }
+        starts.push(r.end - win);
+    }
+    let centres: Vec<usize> = starts.iter().map(|&s| s + win.min(len) / 2).collect();
+    starts
+        .iter()
+        .enumerate()
+        .map(|(i, &s)| {
+            let lo = if i == 0 {
+                r.start
+            } else {
+                (centres[i - 1] + centres[i]) / 2
+            };
+            let hi = if i + 1 == starts.len() {
+                r.end
+            } else {
+                (centres[i] + centres[i + 1]) / 2
+            };
+            Window {
+                start: s,
+                end: (s + win).min(r.end),
+                own: (lo, hi),
+            }
+        })
+        .collect()
+}
+
+/// Cluster labels of the embeddings under the options' count rules.
+fn assign(emb: &[Vec<f32>], opts: &DiarizeOptions) -> Vec<usize> {
+    let n = emb.len();
+    if n == 0 {
+        return Vec::new();
+    }
+    let d = cluster::Dendrogram::build(emb);
+    let lo = opts.min_speakers.unwrap_or(1);
+    let hi = opts.max_speakers.unwrap_or(usize::MAX);
+    if let Some(k) = opts.num_speakers {
+        return d.labels(k);
+    }
+    let k = d.clusters_below(opts.threshold).clamp(lo, hi);
+    let mut labels = d.labels(k);
+    // Single-window clusters join their nearest cluster while the count stays ≥ min_speakers.
+    loop {
+        let k_now = labels.iter().max().map_or(0, |m| m + 1);
+        let counts: Vec<usize> = (0..k_now)
+            .map(|c| labels.iter().filter(|&&l| l == c).count())
+            .collect();
+        let Some(small) = (0..k_now).find(|&c| counts[c] == 1) else {
+            break;
+        };
+        if k_now <= lo || k_now == 1 {
+            break;
+        }
+        let centroid = |c: usize| -> Vec<f32> {
+            let mut m = vec![0f32; emb[0].len()];
+            for (e, _) in emb.iter().zip(&labels).filter(|(_, &l)| l == c) {
+                m.iter_mut().zip(e).for_each(|(a, b)| *a += b);
+            }
+            m
+        };
+        let me = centroid(small);
+        let target = (0..k_now)
+            .filter(|&c| c != small)
+            .max_by(|&a, &b| cosine(&me, &centroid(a)).total_cmp(&cosine(&me, &centroid(b))))
+            .expect("another cluster");
+        for l in &mut labels {
+            if *l == small {
+                *l = target;
+            }
+        }
+        // Renumber by first appearance.
+        let mut ids = std::collections::HashMap::new();
+        for l in &mut labels {
+            let next = ids.len();
+            *l = *ids.entry(*l).or_insert(next);
+        }
+    }
+    labels
+}
+
+/// Turns from the windows' owned spans: neighbouring spans of one speaker join.
+fn turns_of(windows: &[Window], label: &[usize]) -> Vec<SpeakerTurn> {
+    // Labels renumbered by first appearance in time.
+    let mut ids = std::collections::HashMap::new();
+    let mut turns: Vec<SpeakerTurn> = Vec::new();
+    let mut last: Option<(usize, usize)> = None; // (label, end sample)
+    for (w, &l) in windows.iter().zip(label) {
+        let next = ids.len();
+        let id = *ids.entry(l).or_insert(next);
+        let (s, e) = w.own;
+        match (last, turns.last_mut()) {
+            (Some((pl, pe)), Some(t)) if pl == id && pe == s => t.end = e as f64 / RATE as f64,
+            _ => turns.push(SpeakerTurn {
+                speaker: format!("SPEAKER_{id:02}"),
+                start: s as f64 / RATE as f64,
+                end: e as f64 / RATE as f64,
+            }),
+        }
+        last = Some((id, e));
+    }
+    turns
+}
+
+/// Puts a speaker on every segment (the one with the most overlap) and word (the turn holding
+/// its middle, else the nearest turn).
+pub fn label_segments(segments: &mut [Segment], turns: &[SpeakerTurn]) {
+    if turns.is_empty() {
+        return;
+    }
+    let nearest = |t: f64| -> &str {
+        turns
+            .iter()
+            .min_by(|a, b| gap(a, t).total_cmp(&gap(b, t)))
+            .map(|x| x.speaker.as_str())
+            .unwrap_or_default()
+    };
+    for seg in segments {
+        let mut best: Option<(&str, f64)> = None;
+        for t in turns {
+            let o = (seg.end.min(t.end) - seg.start.max(t.start)).max(0.0);
+            if o > 0.0 && best.is_none_or(|(_, b)| o > b) {
+                best = Some((&t.speaker, o));
+            }
+        }
+        let who = best.map_or_else(|| nearest((seg.start + seg.end) / 2.0), |(s, _)| s);
+        seg.speaker = Some(who.to_string());
+        for w in &mut seg.words {
+            w.speaker = Some(nearest((w.start + w.end) / 2.0).to_string());
+        }
+    }
+}
+
+/// Distance from `t` to a turn (0 inside it).
+fn gap(turn: &SpeakerTurn, t: f64) -> f64 {
+    if t < turn.start {
+        turn.start - t
+    } else if t > turn.end {
+        t - turn.end
+    } else {
+        0.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_cover_each_region_exactly_once() {
+        let r = SpeechChunk {
+            start: 1000,
+            end: 1000 + 5 * RATE,
+        };
+        let ws = plan(&r, 24_000, 12_000);
+        assert_eq!(ws[0].own.0, r.start);
+        assert_eq!(ws.last().unwrap().own.1, r.end);
+        assert_eq!(ws.last().unwrap().end, r.end);
+        for p in ws.windows(2) {
+            assert_eq!(p[0].own.1, p[1].own.0);
+        }
+        assert!(ws.iter().all(|w| w.end - w.start == 24_000));
+        let short = plan(
+            &SpeechChunk {
+                start: 0,
+                end: 9000,
+            },
+            24_000,
+            12_000,
+        );
+        assert_eq!(short.len(), 1);
+        assert_eq!(
+            (short[0].start, short[0].end, short[0].own),
+            (0, 9000, (0, 9000))
+        );
+    }
+
+    #[test]
+    fn options_are_checked() {
+        DiarizeOptions::default().validate().unwrap();
+        for bad in [
+            DiarizeOptions {
+                num_speakers: Some(0),
+                ..Default::default()
+            },
+            DiarizeOptions {
+                min_speakers: Some(3),
+                max_speakers: Some(2),
+                ..Default::default()
+            },
+            DiarizeOptions {
+                num_speakers: Some(5),
+                max_speakers: Some(2),
+                ..Default::default()
+            },
+        ] {
+            assert!(bad.validate().is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn segments_and_words_get_the_overlapping_speaker() {
+        let turns = vec![
+            SpeakerTurn {
+                speaker: "SPEAKER_00".into(),
+                start: 0.0,
+                end: 4.0,
+            },
+            SpeakerTurn {
+                speaker: "SPEAKER_01".into(),
+                start: 4.2,
+                end: 9.0,
+            },
+        ];
+        let mut segs = vec![
+            Segment::new(0.5, 4.5, "a"),
+            Segment::new(5.0, 8.0, "b"),
+            Segment::new(9.5, 10.0, "c"),
+        ];
+        segs[0].words = vec![
+            dicta_core::Word {
+                word: "x".into(),
+                start: 0.5,
+                end: 1.0,
+                probability: None,
+                speaker: None,
+            },
+            dicta_core::Word {
+                word: "y".into(),
+                start: 4.1,
+                end: 4.5,
+                probability: None,
+                speaker: None,
+            },
+        ];
+        label_segments(&mut segs, &turns);
+        let who: Vec<_> = segs.iter().map(|s| s.speaker.clone().unwrap()).collect();
+        assert_eq!(who, ["SPEAKER_00", "SPEAKER_01", "SPEAKER_01"]);
+        assert_eq!(segs[0].words[1].speaker.as_deref(), Some("SPEAKER_01"));
+    }
+}

@@ -508,6 +508,7 @@ impl CtcBackend {
             .words
             .iter()
             .map(|w| Word {
+                speaker: None,
                 word: w.word.clone(),
                 start: seconds(w.start_frame),
                 end: seconds(w.end_frame),
@@ -572,6 +573,7 @@ mod tests {
 
     fn word(w: &str, start: f64, end: f64) -> Word {
         Word {
+            speaker: None,
             word: w.into(),
             start,
             end,

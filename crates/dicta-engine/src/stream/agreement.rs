@@ -166,6 +166,7 @@ mod tests {
     fn words(spec: &[(&str, f64)]) -> Vec<Word> {
         spec.iter()
             .map(|&(w, s)| Word {
+                speaker: None,
                 word: w.to_string(),
                 start: s,
                 end: s + 0.4,

@@ -239,6 +239,7 @@ impl CtcSession {
             .words
             .iter()
             .map(|w| Word {
+                speaker: None,
                 word: w.word.clone(),
                 start: t(w.start_frame),
                 end: t(w.end_frame),

@@ -389,6 +389,7 @@ fn words_of(t: &Transcript, offset: f64, limit: f64) -> (Vec<Word>, Vec<f64>) {
                     .iter()
                     .filter(|w| has_text(&w.word))
                     .map(|w| Word {
+                        speaker: None,
                         word: w.word.trim().to_string(),
                         start: clamp(w.start),
                         end: clamp(w.end),
@@ -408,6 +409,7 @@ fn words_of(t: &Transcript, offset: f64, limit: f64) -> (Vec<Word>, Vec<f64>) {
             let e = seg.start + span * at as f64 / total.max(1) as f64;
             if has_text(p) {
                 words.push(Word {
+                    speaker: None,
                     word: p.to_string(),
                     start: clamp(s),
                     end: clamp(e),

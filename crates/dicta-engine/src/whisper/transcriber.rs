@@ -653,6 +653,7 @@ fn merged_words(
 /// A placed word as the transcript carries it (surrounding whitespace trimmed).
 fn core_word(w: PlacedWord) -> dicta_core::Word {
     dicta_core::Word {
+        speaker: None,
         word: w.word.trim().to_string(),
         start: w.start,
         end: w.end,

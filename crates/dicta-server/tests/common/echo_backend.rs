@@ -238,6 +238,7 @@ impl EchoStream {
         StreamEvent {
             kind,
             words: vec![Word {
+                speaker: None,
                 word: text.clone(),
                 start: 0.0,
                 end,
@@ -290,6 +291,7 @@ fn transcribe_one(input: &BackendInput) -> Result<Transcript> {
                 let start = t;
                 t += duration / n;
                 Word {
+                    speaker: None,
                     word: format!(" {w}"),
                     start,
                     end: t,
