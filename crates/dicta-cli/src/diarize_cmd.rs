@@ -45,6 +45,11 @@ impl SpeakerArgs {
         }
     }
 
+    /// The speaker model file or folder, fetching a known name on first use.
+    pub fn resolve_model(&self, g: &Globals, progress: bool) -> Result<PathBuf> {
+        fetch::resolve_model(&self.speaker_model, &g.home, &g.python, progress)
+    }
+
     /// Loads the diarizer (fetching known models on first use).
     pub fn load(&self, vad_model: &str, g: &Globals, progress: bool) -> Result<Diarizer> {
         let vad = fetch::resolve_model(vad_model, &g.home, &g.python, progress)?;

@@ -94,6 +94,10 @@ pub struct ServeArgs {
     /// Serve without a voice activity detector.
     #[arg(long)]
     pub no_vad: bool,
+    /// Speaker embedding model for requests with `diarize=true` (a known name such as
+    /// `ecapa-voxceleb`, fetched on first use, or a folder); without it such requests get 400.
+    #[arg(long, env = "DICTA_SPEAKER_MODEL")]
+    pub speaker_model: Option<String>,
 }
 
 /// Adapts the engine to the server's backend seam.
@@ -115,6 +119,12 @@ impl EngineBackend {
         o.vad = r
             .vad_filter
             .then(|| r.vad_parameters.clone().unwrap_or_default());
+        o.diarize = r.diarize.then(|| dicta_engine::diarize::DiarizeOptions {
+            num_speakers: r.num_speakers,
+            min_speakers: r.min_speakers,
+            max_speakers: r.max_speakers,
+            ..Default::default()
+        });
         o.task = match r.task {
             dicta_server::Task::Transcribe => Task::Transcribe,
             dicta_server::Task::Translate => Task::Translate,
@@ -259,6 +269,13 @@ pub fn run(args: &ServeArgs, g: &Globals) -> Result<u8> {
             }
         }
     };
+    let speaker_model = match (&args.speaker_model, &vad_model) {
+        (None, _) => None,
+        (Some(_), None) => {
+            anyhow::bail!("--speaker-model needs a voice activity detector (drop --no-vad)")
+        }
+        (Some(name), Some(_)) => Some(fetch::resolve_model(name, &g.home, &g.python, true)?),
+    };
     let mut backends: Vec<Arc<dyn Backend>> = Vec::with_capacity(args.model.len());
     for name in &args.model {
         let model_dir: PathBuf = fetch::resolve_model(name, &g.home, &g.python, true)?;
@@ -270,6 +287,7 @@ pub fn run(args: &ServeArgs, g: &Globals) -> Result<u8> {
             },
             compute_type: args.compute_type,
             vad_model: vad_model.clone(),
+            speaker_model: speaker_model.clone(),
             ..EngineConfig::default()
         };
         let engine = Engine::load(&model_dir, config)

@@ -160,6 +160,12 @@ pub struct TranscribeArgs {
     pub vad_filter: bool,
     #[command(flatten)]
     pub vad: crate::vad_cmd::VadArgs,
+    /// Who spoke: a `speaker` on every segment and word (JSON), `[SPEAKER_00]` prefixes in
+    /// srt / vtt / text. Tuned with --num-speakers, --min-speakers, --max-speakers.
+    #[arg(long)]
+    pub diarize: bool,
+    #[command(flatten)]
+    pub speaker: crate::diarize_cmd::SpeakerArgs,
     /// Hide the progress bar.
     #[arg(long)]
     pub quiet: bool,
@@ -194,6 +200,7 @@ pub fn run(args: &TranscribeArgs, g: &Globals) -> Result<u8> {
         word_timestamps: args.word_timestamps,
         language: args.language.clone(),
         vad: args.vad_filter.then(|| args.vad.options()),
+        diarize: args.diarize.then(|| args.speaker.options()),
         task: if args.translate {
             Task::Translate
         } else {
@@ -229,14 +236,20 @@ pub fn run(args: &TranscribeArgs, g: &Globals) -> Result<u8> {
         lookahead_windows: None,
         compute_type: args.compute_type,
         vad_model: None,
+        speaker_model: None,
     };
     if let Err(e) = config.validate() {
         eprintln!("dicta transcribe: {}", e.message);
         return Ok(2);
     }
     let config = EngineConfig {
-        vad_model: if args.vad_filter {
+        vad_model: if args.vad_filter || args.diarize {
             Some(args.vad.resolve_model(g, !args.quiet)?)
+        } else {
+            None
+        },
+        speaker_model: if args.diarize {
+            Some(args.speaker.resolve_model(g, !args.quiet)?)
         } else {
             None
         },
@@ -395,7 +408,7 @@ fn render_one(format: OutputFormat, t: &Transcript) -> String {
     match format {
         OutputFormat::Srt => format::to_srt(&t.segments),
         OutputFormat::Vtt => format::to_vtt(&t.segments),
-        _ => format!("{}\n", t.text.trim()),
+        _ => format::to_text(&t.text, &t.segments),
     }
 }
 

@@ -12,7 +12,42 @@ pub fn timestamp(seconds: f64, decimal_marker: char) -> String {
     format!("{h:02}:{m:02}:{s:02}{decimal_marker}{ms:03}")
 }
 
-/// SubRip subtitles: numbered cues from 1, one per segment, text trimmed.
+/// A segment's text, trimmed, after `[SPEAKER_00] ` when it has a speaker.
+pub fn cue_text(s: &Segment) -> String {
+    match &s.speaker {
+        Some(who) => format!("[{who}] {}", s.text.trim()),
+        None => s.text.trim().to_string(),
+    }
+}
+
+/// Plain text: the transcript's text, or with speakers one `[SPEAKER_00] …` line per change of
+/// speaker.
+pub fn to_text(text: &str, segments: &[Segment]) -> String {
+    if segments.iter().all(|s| s.speaker.is_none()) {
+        return format!("{}\n", text.trim());
+    }
+    let mut out = String::new();
+    let mut last: Option<&str> = None;
+    for s in segments {
+        let who = s.speaker.as_deref();
+        if who != last || last.is_none() {
+            if !out.is_empty() {
+                out.push('\n');
+            }
+            if let Some(w) = who {
+                out.push_str(&format!("[{w}]"));
+            }
+            last = who;
+        }
+        out.push(' ');
+        out.push_str(s.text.trim());
+    }
+    out.push('\n');
+    out
+}
+
+/// SubRip subtitles: numbered cues from 1, one per segment, text trimmed (with a
+/// `[SPEAKER_00]` prefix when diarized).
 pub fn to_srt(segments: &[Segment]) -> String {
     let mut out = String::new();
     for (i, s) in segments.iter().enumerate() {
@@ -21,7 +56,7 @@ pub fn to_srt(segments: &[Segment]) -> String {
             i + 1,
             timestamp(s.start, ','),
             timestamp(s.end, ','),
-            s.text.trim()
+            cue_text(s)
         ));
     }
     out
@@ -35,10 +70,36 @@ pub fn to_vtt(segments: &[Segment]) -> String {
             "{} --> {}\n{}\n\n",
             timestamp(s.start, '.'),
             timestamp(s.end, '.'),
-            s.text.trim()
+            cue_text(s)
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod speaker_tests {
+    use super::*;
+
+    #[test]
+    fn speakers_prefix_cues_and_text_lines() {
+        let mut a = Segment::new(0.0, 1.0, " Hello there.");
+        a.speaker = Some("SPEAKER_00".into());
+        let mut b = Segment::new(1.0, 2.0, " Hi.");
+        b.speaker = Some("SPEAKER_01".into());
+        let mut c = Segment::new(2.0, 3.0, " How are you?");
+        c.speaker = Some("SPEAKER_01".into());
+        let segs = [a, b, c];
+        assert!(to_srt(&segs).contains("\n[SPEAKER_01] Hi.\n"));
+        assert!(to_vtt(&segs).contains("\n[SPEAKER_00] Hello there.\n"));
+        assert_eq!(
+            to_text("ignored", &segs),
+            "[SPEAKER_00] Hello there.\n[SPEAKER_01] Hi. How are you?\n"
+        );
+        assert_eq!(
+            to_text(" plain ", &[Segment::new(0.0, 1.0, "x")]),
+            "plain\n"
+        );
+    }
 }
 
 #[cfg(test)]

@@ -46,6 +46,14 @@ pub struct RequestOptions {
     /// With `vad_filter`: detection options (faster-whisper's `vad_parameters`); `None` uses
     /// the defaults.
     pub vad_parameters: Option<dicta_core::VadOptions>,
+    /// Put a speaker on every segment and word.
+    pub diarize: bool,
+    /// With `diarize`: the exact number of speakers, when known.
+    pub num_speakers: Option<usize>,
+    /// With `diarize`: at least this many speakers.
+    pub min_speakers: Option<usize>,
+    /// With `diarize`: at most this many speakers.
+    pub max_speakers: Option<usize>,
 }
 
 /// One recording handed to the backend.

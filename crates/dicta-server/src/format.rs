@@ -76,7 +76,10 @@ pub(crate) fn render(
 ) -> Response {
     match format {
         ResponseFormat::Json => Json(json!({ "text": t.text.trim() })).into_response(),
-        ResponseFormat::Text => plain(format!("{}\n", t.text.trim()), "text/plain; charset=utf-8"),
+        ResponseFormat::Text => plain(
+            dicta_core::format::to_text(&t.text, &t.segments),
+            "text/plain; charset=utf-8",
+        ),
         ResponseFormat::Srt => plain(srt(&segments_or_whole(t)), "text/plain; charset=utf-8"),
         ResponseFormat::Vtt => plain(vtt(&segments_or_whole(t)), "text/vtt; charset=utf-8"),
         ResponseFormat::VerboseJson => Json(verbose_json(t, task, granularity)).into_response(),
@@ -111,7 +114,7 @@ pub(crate) fn verbose_json(t: &Transcript, task: Task, g: Granularity) -> Value 
             .iter()
             .enumerate()
             .map(|(i, s)| {
-                json!({
+                let mut seg = json!({
                     "id": i,
                     "seek": (s.start * 100.0).round() as i64,
                     "start": s.start,
@@ -122,7 +125,11 @@ pub(crate) fn verbose_json(t: &Transcript, task: Task, g: Granularity) -> Value 
                     "avg_logprob": s.avg_logprob.unwrap_or(0.0),
                     "compression_ratio": s.compression_ratio.unwrap_or(0.0),
                     "no_speech_prob": s.no_speech_prob.unwrap_or(0.0),
-                })
+                });
+                if let Some(who) = &s.speaker {
+                    seg["speaker"] = json!(who);
+                }
+                seg
             })
             .collect();
         v["segments"] = Value::Array(segments);
@@ -132,7 +139,13 @@ pub(crate) fn verbose_json(t: &Transcript, task: Task, g: Granularity) -> Value 
             .segments
             .iter()
             .flat_map(|s| &s.words)
-            .map(|w| json!({ "word": w.word.trim(), "start": w.start, "end": w.end }))
+            .map(|w| {
+                let mut v = json!({ "word": w.word.trim(), "start": w.start, "end": w.end });
+                if let Some(who) = &w.speaker {
+                    v["speaker"] = json!(who);
+                }
+                v
+            })
             .collect();
         v["words"] = Value::Array(words);
     }

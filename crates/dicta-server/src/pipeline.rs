@@ -305,6 +305,33 @@ pub(crate) fn validate_options(o: &RequestOptions, translation: bool) -> Result<
         }
         v.validate()?;
     }
+    if !o.diarize
+        && (o.num_speakers.is_some() || o.min_speakers.is_some() || o.max_speakers.is_some())
+    {
+        return Err(Error::invalid_input(
+            "num_speakers / min_speakers / max_speakers given without diarize=true",
+        ));
+    }
+    for (name, v) in [
+        ("num_speakers", o.num_speakers),
+        ("min_speakers", o.min_speakers),
+        ("max_speakers", o.max_speakers),
+    ] {
+        if let Some(v) = v {
+            if !(1..=64).contains(&v) {
+                return Err(Error::invalid_input(format!(
+                    "{name} must be in 1..=64, got {v}"
+                )));
+            }
+        }
+    }
+    if let (Some(lo), Some(hi)) = (o.min_speakers, o.max_speakers) {
+        if lo > hi {
+            return Err(Error::invalid_input(format!(
+                "min_speakers ({lo}) must not exceed max_speakers ({hi})"
+            )));
+        }
+    }
     if o.task == Task::Translate && !translation {
         return Err(Error::invalid_input(
             "this model cannot translate (translation needs a multilingual Whisper model)",

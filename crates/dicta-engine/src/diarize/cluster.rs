@@ -70,6 +70,11 @@ impl Dendrogram {
         Self { n, merges }
     }
 
+    /// Distances of the last `k` merges, last first (the dendrogram's top heights).
+    pub fn top_heights(&self, k: usize) -> Vec<f32> {
+        self.merges.iter().rev().take(k).map(|m| m.2).collect()
+    }
+
     /// Number of clusters left when every merge at distance ≤ `threshold` is made.
     pub fn clusters_below(&self, threshold: f32) -> usize {
         self.n - self.merges.iter().filter(|m| m.2 <= threshold).count()

@@ -27,6 +27,7 @@
 pub mod ctc;
 mod moonshine;
 mod pipeline;
+mod preprocess;
 mod stream;
 mod whisper;
 
@@ -41,9 +42,11 @@ use dicta_models::ctc::CtcModel;
 use dicta_models::moonshine::MoonshineModel;
 use dicta_models::whisper::Whisper;
 
+use crate::diarize::{Diarizer, SpeakerEncoder};
 use crate::offline::{PlanConfig, ScheduleConfig, Window};
 use crate::vad::{SpeechFilter, Vad};
 use crate::whisper::{DecodeOptions, LongFormMode};
+use preprocess::Preprocess;
 
 pub use ctc::{CtcDecoderKind, CtcOptions};
 pub(crate) use pipeline::{load_audio, Transform};
@@ -130,6 +133,9 @@ pub struct EngineConfig {
     /// Voice activity detector loaded with the model (an `.onnx` file or a folder holding
     /// `silero_vad_v6.onnx`), needed by calls with [`DecodeOptions::vad`]; none by default.
     pub vad_model: Option<PathBuf>,
+    /// Speaker embedding model (`embedding_model.ckpt` or its folder), needed with `vad_model`
+    /// by calls with [`DecodeOptions::diarize`]; none by default.
+    pub speaker_model: Option<PathBuf>,
 }
 
 impl Default for EngineConfig {
@@ -150,6 +156,7 @@ impl Default for EngineConfig {
             lookahead_windows: None,
             compute_type: dicta_models::whisper::ComputeType::default(),
             vad_model: None,
+            speaker_model: None,
         }
     }
 }
@@ -303,6 +310,8 @@ pub struct Engine {
     streams: Mutex<Option<std::sync::Arc<crate::stream::StreamEngine>>>,
     /// The voice activity detector of `config.vad_model`.
     vad: Option<Vad>,
+    /// The diarizer of `config.vad_model` + `config.speaker_model`.
+    diarizer: Option<Diarizer>,
 }
 
 impl Engine {
@@ -352,6 +361,19 @@ impl Engine {
             }
             None => None,
         };
+        let diarizer = match (&config.speaker_model, &vad) {
+            (None, _) => None,
+            (Some(p), Some(v)) => {
+                let enc = SpeakerEncoder::load(p)?;
+                tracing::info!(speaker = %p.display(), "speaker encoder loaded");
+                Some(Diarizer::new(v.clone(), enc))
+            }
+            (Some(_), None) => {
+                return Err(Error::invalid_input(
+                    "speaker_model needs vad_model too (diarization finds speech first)",
+                ))
+            }
+        };
         Ok(Self {
             backend,
             config,
@@ -360,6 +382,7 @@ impl Engine {
             acoustic: Mutex::new(()),
             streams: Mutex::new(None),
             vad,
+            diarizer,
         })
     }
 
@@ -439,19 +462,36 @@ impl Engine {
                 inputs: inputs.len(),
                 ..Stats::default()
             };
+            let refuse = |msg: &str| {
+                let e = Error::invalid_input(msg);
+                let results = inputs.iter().map(|_| Err(e.clone())).collect();
+                EngineOutput {
+                    results,
+                    stats: stats.clone(),
+                }
+            };
             let filter = match (&opts.vad, &self.vad) {
                 (None, _) => None,
                 (Some(o), Some(v)) => Some(SpeechFilter::new(v, o.clone(), inputs.len())),
                 (Some(_), None) => {
-                    let e = Error::invalid_input(
+                    return refuse(
                         "vad_filter needs a voice activity detector, and none is loaded \
                          (EngineConfig::vad_model; dicta: --vad-model)",
-                    );
-                    let results = inputs.iter().map(|_| Err(e.clone())).collect();
-                    return EngineOutput { results, stats };
+                    )
                 }
             };
-            let transform = filter.as_ref().map(|f| f as &dyn Transform<'_>);
+            let diarize =
+                match (&opts.diarize, &self.diarizer) {
+                    (None, _) => None,
+                    (Some(o), Some(d)) => Some((d, o.clone())),
+                    (Some(_), None) => return refuse(
+                        "diarize needs a voice activity detector and a speaker model, and they \
+                         are not loaded (EngineConfig::vad_model + speaker_model; dicta: \
+                         --vad-model, --speaker-model)",
+                    ),
+                };
+            let pre = Preprocess::new(filter, diarize, inputs.len());
+            let transform = pre.active().then_some(&pre as &dyn Transform<'_>);
             let mut results = self.with_audio(inputs, transform, &mut stats, |audio, stats| {
                 match &self.backend {
                     Backend::Whisper(w) => {
@@ -463,9 +503,7 @@ impl Engine {
                     }
                 }
             });
-            if let Some(f) = filter {
-                f.finish(&mut results, opts.language.as_deref(), &mut stats);
-            }
+            pre.finish(&mut results, opts.language.as_deref(), &mut stats);
             for (r, input) in results.iter_mut().zip(inputs) {
                 if let Ok(t) = r {
                     t.id = input.id.clone();

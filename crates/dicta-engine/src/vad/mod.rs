@@ -236,7 +236,8 @@ pub struct VadResult {
     pub segments: Vec<SpeechChunk>,
 }
 
-/// A loaded voice activity detector (shareable; each call keeps its own state).
+/// A loaded voice activity detector (shareable, cheap to clone; each call keeps its own state).
+#[derive(Clone)]
 pub struct Vad {
     model: Arc<SileroVad>,
 }

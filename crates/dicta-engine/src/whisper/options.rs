@@ -94,6 +94,9 @@ pub struct DecodeOptions {
     /// `vad_filter` with these `vad_parameters`); times stay those of the original audio. Any
     /// model family; needs `EngineConfig::vad_model`.
     pub vad: Option<crate::vad::VadOptions>,
+    /// Put a speaker on every segment and word (diarization of the original audio); needs
+    /// `EngineConfig::vad_model` and `speaker_model`.
+    pub diarize: Option<crate::diarize::DiarizeOptions>,
 }
 
 impl Default for DecodeOptions {
@@ -123,6 +126,7 @@ impl Default for DecodeOptions {
             append_punctuations: super::words::DEFAULT_APPEND_PUNCTUATIONS.to_string(),
             cancel: dicta_core::Cancel::default(),
             vad: None,
+            diarize: None,
         }
     }
 }
@@ -141,6 +145,9 @@ impl DecodeOptions {
     pub fn validate(&self) -> Result<()> {
         if let Some(v) = &self.vad {
             v.validate()?;
+        }
+        if let Some(d) = &self.diarize {
+            d.validate()?;
         }
         if self.beam_size == 0 {
             return Err(Error::invalid_input("beam_size must be >= 1, got 0"));

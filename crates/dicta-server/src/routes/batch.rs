@@ -195,6 +195,10 @@ pub(crate) async fn raw(
         task: q.task,
         vad_filter: q.vad_filter,
         vad_parameters: None,
+        diarize: false,
+        num_speakers: None,
+        min_speakers: None,
+        max_speakers: None,
     };
     let mut outcome = s
         .pipeline

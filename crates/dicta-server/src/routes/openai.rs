@@ -58,6 +58,10 @@ struct Form {
     stream: Option<String>,
     vad_filter: Option<String>,
     vad_parameters: Option<String>,
+    diarize: Option<String>,
+    num_speakers: Option<String>,
+    min_speakers: Option<String>,
+    max_speakers: Option<String>,
 }
 
 async fn handle(
@@ -111,6 +115,10 @@ async fn read_form(mut mp: Multipart) -> std::result::Result<Form, MultipartErro
             "stream" => form.stream = Some(small_text(field).await?),
             "vad_filter" => form.vad_filter = Some(small_text(field).await?),
             "vad_parameters" => form.vad_parameters = Some(small_text(field).await?),
+            "diarize" => form.diarize = Some(small_text(field).await?),
+            "num_speakers" => form.num_speakers = Some(small_text(field).await?),
+            "min_speakers" => form.min_speakers = Some(small_text(field).await?),
+            "max_speakers" => form.max_speakers = Some(small_text(field).await?),
             // Skipped fields are drained by `next_field`.
             _ => {}
         }
@@ -160,6 +168,17 @@ struct Parsed {
     granularity: Granularity,
 }
 
+/// A `true` / `false` form field (absent: false).
+fn flag(name: &str, v: Option<String>) -> Result<bool> {
+    match non_empty(v).as_deref() {
+        None | Some("false") => Ok(false),
+        Some("true") => Ok(true),
+        Some(other) => Err(Error::invalid_input(format!(
+            "{name} must be true or false, got {other:?}"
+        ))),
+    }
+}
+
 fn non_empty(s: Option<String>) -> Option<String> {
     s.map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
 }
@@ -204,15 +223,20 @@ fn parse(form: Form, task: Task) -> Result<Parsed> {
         }
         g
     };
-    let vad_filter = match non_empty(form.vad_filter).as_deref() {
-        None | Some("false") => false,
-        Some("true") => true,
-        Some(other) => {
-            return Err(Error::invalid_input(format!(
-                "vad_filter must be true or false, got {other:?}"
-            )))
-        }
+    let vad_filter = flag("vad_filter", form.vad_filter)?;
+    let diarize = flag("diarize", form.diarize)?;
+    let count = |name: &str, v: Option<String>| -> Result<Option<usize>> {
+        non_empty(v)
+            .map(|v| {
+                v.parse::<usize>().map_err(|_| {
+                    Error::invalid_input(format!("{name} must be a whole number, got {v:?}"))
+                })
+            })
+            .transpose()
     };
+    let num_speakers = count("num_speakers", form.num_speakers)?;
+    let min_speakers = count("min_speakers", form.min_speakers)?;
+    let max_speakers = count("max_speakers", form.max_speakers)?;
     // faster-whisper's `vad_parameters` dict, as a JSON object in one form field.
     let vad_parameters = non_empty(form.vad_parameters)
         .map(|v| {
@@ -231,6 +255,10 @@ fn parse(form: Form, task: Task) -> Result<Parsed> {
         task,
         vad_filter,
         vad_parameters,
+        diarize,
+        num_speakers,
+        min_speakers,
+        max_speakers,
     };
     Ok(Parsed {
         input: RawInput {

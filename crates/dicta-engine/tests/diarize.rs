@@ -1,0 +1,254 @@
+//! Diarization on real speech: a conversation assembled from two single-speaker recordings is
+//! split by speaker (turn purity), the speaker constraints are honoured, one speaker gives one
+//! label, silence gives no turns, a broken input fails alone, and transcripts get speakers.
+
+mod whisper_common;
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use dicta_engine::diarize::{rttm, DiarizeOptions, Diarizer};
+use dicta_engine::whisper::DecodeOptions;
+use dicta_engine::{Engine, EngineConfig, Input};
+
+const SR: usize = 16_000;
+
+fn cache(name: &str, env: &str, file: &str) -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os(env).map(PathBuf::from) {
+        assert!(
+            dir.join(file).is_file(),
+            "{env}={} holds no {file}",
+            dir.display()
+        );
+        return Some(dir);
+    }
+    let dir = PathBuf::from(std::env::var("HOME").unwrap_or_default())
+        .join(".cache/dicta/models")
+        .join(name);
+    if dir.join(file).is_file() {
+        Some(dir)
+    } else {
+        eprintln!("SKIPPED: no {name} (set {env})");
+        None
+    }
+}
+
+fn dirs() -> Option<(PathBuf, PathBuf)> {
+    Some((
+        cache("silero-vad", "DICTA_TEST_VAD_DIR", "silero_vad_v6.onnx")?,
+        cache(
+            "ecapa-voxceleb",
+            "DICTA_TEST_SPEAKER_DIR",
+            "embedding_model.ckpt",
+        )?,
+    ))
+}
+
+fn diarizer() -> Option<&'static Diarizer> {
+    static D: OnceLock<Option<Diarizer>> = OnceLock::new();
+    D.get_or_init(|| dirs().map(|(v, s)| Diarizer::load(&v, &s).expect("load diarizer")))
+        .as_ref()
+}
+
+/// Speaker A (SpeechBrain spk1) and B (spk2) taking turns with 0.8 s pauses; the reference
+/// turns in seconds.
+fn conversation() -> (Vec<f32>, Vec<(f64, f64, char)>) {
+    let mut audio = vec![0.0f32; SR / 2];
+    let mut turns = Vec::new();
+    for (who, file) in [
+        ('A', "spk1_snt1"),
+        ('B', "spk2_snt1"),
+        ('A', "spk1_snt2"),
+        ('B', "spk2_snt2"),
+        ('A', "spk1_snt3"),
+        ('B', "spk2_snt3"),
+    ] {
+        let clip = whisper_common::load_wav(&format!("speechbrain/{file}.wav"));
+        let start = audio.len() as f64 / SR as f64;
+        audio.extend(&clip);
+        turns.push((start, audio.len() as f64 / SR as f64, who));
+        audio.extend(vec![0.0; SR * 4 / 5]);
+    }
+    (audio, turns)
+}
+
+/// The label covering most of each reference turn.
+fn majority(turns: &[dicta_core::SpeakerTurn], reference: &[(f64, f64, char)]) -> Vec<String> {
+    reference
+        .iter()
+        .map(|&(s, e, _)| {
+            let mut best = (String::new(), 0.0);
+            for t in turns {
+                let o = (e.min(t.end) - s.max(t.start)).max(0.0);
+                if o > best.1 {
+                    best = (t.speaker.clone(), o);
+                }
+            }
+            best.0
+        })
+        .collect()
+}
+
+#[test]
+fn two_speakers_are_told_apart() {
+    let Some(d) = diarizer() else { return };
+    let (audio, reference) = conversation();
+    for opts in [
+        DiarizeOptions::default(),
+        DiarizeOptions {
+            num_speakers: Some(2),
+            ..Default::default()
+        },
+    ] {
+        let turns = d.turns(&audio, &opts).unwrap();
+        let labels = majority(&turns, &reference);
+        // Every A turn shares one label, every B turn another.
+        let a: Vec<_> = labels
+            .iter()
+            .zip(&reference)
+            .filter(|(_, r)| r.2 == 'A')
+            .map(|(l, _)| l)
+            .collect();
+        let b: Vec<_> = labels
+            .iter()
+            .zip(&reference)
+            .filter(|(_, r)| r.2 == 'B')
+            .map(|(l, _)| l)
+            .collect();
+        assert!(
+            a.iter().all(|l| *l == a[0]) && b.iter().all(|l| *l == b[0]),
+            "{labels:?}"
+        );
+        assert_ne!(a[0], b[0], "{labels:?}");
+        assert_eq!(labels[0], "SPEAKER_00");
+        // Turns are ordered, inside the audio, and cover most of the speech.
+        assert!(turns.windows(2).all(|w| w[0].end <= w[1].start + 1e-9));
+        let speech: f64 = reference.iter().map(|r| r.1 - r.0).sum();
+        let covered: f64 = turns.iter().map(|t| t.end - t.start).sum();
+        assert!(
+            covered > 0.8 * speech && covered < 1.2 * speech,
+            "{covered} of {speech}"
+        );
+        // RTTM round trip.
+        let back = rttm::parse(&rttm::write("conv", &turns)).unwrap();
+        assert_eq!(back.len(), turns.len());
+    }
+}
+
+#[test]
+fn speaker_constraints_are_honoured() {
+    let Some(d) = diarizer() else { return };
+    let (audio, _) = conversation();
+    let count = |o: DiarizeOptions| {
+        let mut s: Vec<String> = d
+            .turns(&audio, &o)
+            .unwrap()
+            .into_iter()
+            .map(|t| t.speaker)
+            .collect();
+        s.sort();
+        s.dedup();
+        s.len()
+    };
+    assert_eq!(
+        count(DiarizeOptions {
+            num_speakers: Some(3),
+            ..Default::default()
+        }),
+        3
+    );
+    assert_eq!(
+        count(DiarizeOptions {
+            max_speakers: Some(1),
+            ..Default::default()
+        }),
+        1
+    );
+    assert!(
+        count(DiarizeOptions {
+            min_speakers: Some(3),
+            ..Default::default()
+        }) >= 3
+    );
+    assert!(d
+        .turns(
+            &audio,
+            &DiarizeOptions {
+                min_speakers: Some(4),
+                max_speakers: Some(2),
+                ..Default::default()
+            }
+        )
+        .is_err());
+}
+
+#[test]
+fn one_speaker_silence_and_a_broken_file() {
+    let Some(d) = diarizer() else { return };
+    let inputs = [
+        Input::from_path(PathBuf::from(whisper_common::DATA).join("openai_whisper/jfk.flac")),
+        Input::from_samples("silence", vec![0.0; 5 * SR]),
+        Input::from_path("/nonexistent/x.wav"),
+    ];
+    let out = d.diarize(&inputs, &DiarizeOptions::default());
+    let jfk = out[0].as_ref().unwrap();
+    assert_eq!(jfk.speakers, 1, "{:?}", jfk.turns);
+    assert!((jfk.duration - 11.0).abs() < 0.01);
+    let silent = out[1].as_ref().unwrap();
+    assert!(silent.turns.is_empty() && silent.speakers == 0);
+    assert!(out[2].is_err());
+}
+
+#[test]
+fn transcripts_get_speakers() {
+    let (Some(model), Some((vad, speaker))) = (whisper_common::model_dir(), dirs()) else {
+        return;
+    };
+    let engine = Engine::load(
+        &model,
+        EngineConfig {
+            vad_model: Some(vad),
+            speaker_model: Some(speaker),
+            ..EngineConfig::default()
+        },
+    )
+    .unwrap();
+    let (audio, reference) = conversation();
+    let opts = DecodeOptions {
+        diarize: Some(DiarizeOptions {
+            num_speakers: Some(2),
+            ..Default::default()
+        }),
+        word_timestamps: true,
+        beam_size: 1,
+        ..DecodeOptions::default()
+    };
+    let out = engine.transcribe_with(&[Input::from_samples("conv", audio)], &opts);
+    let t = out.results[0].as_ref().unwrap();
+    assert!(t
+        .segments
+        .iter()
+        .all(|s| s.speaker.is_some() && s.words.iter().all(|w| w.speaker.is_some())));
+    // Words inside a reference turn carry that turn's speaker, mostly.
+    let mut agree = [0usize; 2];
+    for w in t.segments.iter().flat_map(|s| &s.words) {
+        let mid = (w.start + w.end) / 2.0;
+        if let Some(r) = reference.iter().find(|r| r.0 <= mid && mid <= r.1) {
+            let want = if r.2 == 'A' {
+                "SPEAKER_00"
+            } else {
+                "SPEAKER_01"
+            };
+            agree[usize::from(w.speaker.as_deref() == Some(want))] += 1;
+        }
+    }
+    assert!(agree[1] > 9 * agree[0], "{agree:?}");
+    // Without a speaker model: refused.
+    let plain = Engine::load(&model, EngineConfig::default()).unwrap();
+    let e = plain.transcribe_with(&[Input::from_samples("x", vec![0.0; SR])], &opts);
+    assert!(e.results[0]
+        .as_ref()
+        .unwrap_err()
+        .message
+        .contains("speaker"));
+}
