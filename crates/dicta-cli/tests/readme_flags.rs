@@ -86,6 +86,7 @@ fn readme_usage_lists_exactly_the_flags_of_help() {
         ("transcribe", vec!["transcribe"]),
         ("decode", vec!["decode"]),
         ("vad", vec!["vad"]),
+        ("diarize", vec!["diarize"]),
         ("serve", vec!["serve"]),
         ("models fetch", vec!["models", "fetch"]),
         ("models list", vec!["models", "list"]),

@@ -1,7 +1,7 @@
-//! `vad_filter` over real sockets: the OpenAI route (form fields `vad_filter`,
-//! `vad_parameters`), `/transcribe` parameters and the raw route's query, against the same
-//! audio without the filter; bad VAD options get a JSON 400 and the server keeps serving; a
-//! server started with `--no-vad` refuses `vad_filter` with 400.
+//! `vad_filter` and `diarize` over real sockets: the OpenAI route (form fields `vad_filter`,
+//! `vad_parameters`, `diarize`, `num_speakers`), `/transcribe` parameters and the raw route's
+//! query, against the same audio without them; bad options get a JSON 400 and the server keeps
+//! serving; a server started with `--no-vad` and no speaker model refuses both with 400.
 
 mod common;
 
@@ -29,6 +29,16 @@ fn vad_dir() -> Option<PathBuf> {
         eprintln!("note: no Silero VAD (set DICTA_TEST_VAD_DIR); skipping");
         None
     }
+}
+
+/// The speaker model folder (`DICTA_TEST_SPEAKER_DIR`, else the default cache).
+fn speaker_dir() -> Option<PathBuf> {
+    if let Some(d) = std::env::var_os("DICTA_TEST_SPEAKER_DIR").map(PathBuf::from) {
+        return Some(d);
+    }
+    let d = PathBuf::from(std::env::var("HOME").unwrap_or_default())
+        .join(".cache/dicta/models/ecapa-voxceleb");
+    d.join("embedding_model.ckpt").is_file().then_some(d)
 }
 
 /// 4 s of silence, jfk, 6 s of silence, as a 16 kHz 16-bit WAV.
@@ -86,7 +96,13 @@ fn vad_filter_on_every_route() {
     let tmp = std::env::temp_dir().join(format!("dicta-serve-vad-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).unwrap();
     let wav = padded_jfk(&tmp);
-    let server = Server::start(&model, &["--vad-model", &vad.display().to_string()]);
+    let speaker = speaker_dir();
+    let mut flags = vec!["--vad-model".to_string(), vad.display().to_string()];
+    if let Some(s) = &speaker {
+        flags.extend(["--speaker-model".to_string(), s.display().to_string()]);
+    }
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let server = Server::start(&model, &flags);
     let base = &server.base;
 
     let (code, plain) = openai(base, &wav, &[]);
@@ -186,6 +202,45 @@ fn vad_filter_on_every_route() {
             .contains("ask not"),
         "{out}"
     );
+    // Diarization: a speaker on every segment and word of the two-speaker sample.
+    if speaker.is_some() {
+        let sample = PathBuf::from(DATA).join("pyannote_audio/sample.wav");
+        let (code, d) = openai(
+            base,
+            &sample,
+            &[
+                "diarize=true",
+                "num_speakers=2",
+                "timestamp_granularities[]=word",
+                "timestamp_granularities[]=segment",
+            ],
+        );
+        assert_eq!(code, 200, "{d}");
+        let segs = d["segments"].as_array().unwrap();
+        assert!(
+            segs.iter()
+                .all(|s| s["speaker"].as_str().unwrap().starts_with("SPEAKER_")),
+            "{d}"
+        );
+        let mut who: Vec<&str> = d["words"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w["speaker"].as_str().unwrap())
+            .collect();
+        who.sort();
+        who.dedup();
+        assert_eq!(who, ["SPEAKER_00", "SPEAKER_01"], "{d}");
+        for bad in [
+            &["diarize=true", "num_speakers=0"][..],
+            &["num_speakers=2"],
+            &["diarize=true", "min_speakers=3", "max_speakers=2"],
+            &["diarize=yes"],
+        ] {
+            let (code, e) = openai(base, &sample, bad);
+            assert_eq!(code, 400, "{bad:?}: {e}");
+        }
+    }
     drop(server);
 
     // Without a detector: refused with 400, the server stays up.

@@ -335,7 +335,7 @@ impl Ecapa {
     /// Embeddings of `b` windows of `t` frames each: `feats: [b, t, 80]` (mean-normalised
     /// filterbanks) → `[b, 192]`. `t` must be at least 9 (the widest reflect padding).
     pub fn forward(&self, feats: &[f32], t: usize) -> Result<Vec<f32>> {
-        if t < 9 || feats.len() % (t * crate::speaker::N_MELS) != 0 {
+        if t < 9 || !feats.len().is_multiple_of(t * crate::speaker::N_MELS) {
             return Err(Error::invalid_input(format!(
                 "ECAPA input of {} values is not whole windows of {t} ≥ 9 frames",
                 feats.len()
