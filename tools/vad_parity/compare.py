@@ -191,7 +191,9 @@ def main():
     ap.add_argument("--stages", default="segments,transcribe")
     args = ap.parse_args()
     rows = [json.loads(l) for l in open(os.path.join(DATA, "manifest.jsonl"))]
-    res = {}
+    # Stages not run this time keep their previous results.
+    path = os.path.join(HERE, "results.json")
+    res = json.load(open(path)) if os.path.exists(path) else {}
     stages = args.stages.split(",")
     if "segments" in stages:
         res["segments"] = stage_segments(args, rows)

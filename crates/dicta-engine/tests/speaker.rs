@@ -1,6 +1,7 @@
 //! ECAPA-TDNN speaker embeddings against SpeechBrain's own modules on the same samples
-//! (fixtures from tests/fixtures/ecapa/make_fixtures.py): filterbanks close, embeddings with
-//! cosine ≥ 0.999, batched clips equal to clips alone.
+//! (fixtures from tests/fixtures/ecapa/make_fixtures.py): filterbanks close, float32 embeddings
+//! with cosine ≥ 0.999 and int8 ones (every dispatch level the CPU has) ≥ 0.99, batched clips
+//! equal to clips alone.
 
 mod whisper_common;
 
@@ -35,8 +36,10 @@ pub fn speaker_dir() -> Option<PathBuf> {
 
 fn encoder() -> Option<&'static SpeakerEncoder> {
     static E: OnceLock<Option<SpeakerEncoder>> = OnceLock::new();
-    E.get_or_init(|| speaker_dir().map(|d| SpeakerEncoder::load(&d).expect("load ECAPA")))
-        .as_ref()
+    E.get_or_init(|| {
+        speaker_dir().map(|d| SpeakerEncoder::load_with(&d, false).expect("load ECAPA"))
+    })
+    .as_ref()
 }
 
 fn clips() -> Vec<(Vec<f32>, Value)> {
@@ -103,4 +106,23 @@ fn batched_clips_equal_clips_alone() {
         assert!(cosine(&alone[0], t) > 0.99999);
     }
     assert!(enc.embed(&[&[0.0; 100][..]]).is_err());
+}
+
+#[test]
+fn int8_embeddings_stay_close() {
+    let Some(dir) = speaker_dir() else { return };
+    if !dicta_models::kernels::int8::int8_fast() {
+        eprintln!("SKIPPED: no int8 kernels on this CPU");
+        return;
+    }
+    let enc = SpeakerEncoder::load_with(&dir, true).unwrap();
+    let clips = clips();
+    let refs: Vec<&[f32]> = clips.iter().map(|(x, _)| x.as_slice()).collect();
+    let got = enc.embed(&refs).unwrap();
+    for ((_, c), e) in clips.iter().zip(&got) {
+        let want: Vec<f32> = serde_json::from_value(c["embedding"].clone()).unwrap();
+        let cos = cosine(e, &want);
+        eprintln!("int8 {} @{}: cosine {cos:.5}", c["audio"], c["start"]);
+        assert!(cos >= 0.99, "{}: cosine {cos}", c["audio"]);
+    }
 }

@@ -19,8 +19,15 @@ pub struct SpeakerEncoder {
 }
 
 impl SpeakerEncoder {
-    /// Loads ECAPA from `embedding_model.ckpt`, or a folder holding it.
+    /// Loads ECAPA from `embedding_model.ckpt`, or a folder holding it, in int8 where the CPU
+    /// has the int8 kernels (float32 elsewhere).
     pub fn load(path: &Path) -> Result<Self> {
+        Self::load_with(path, dicta_models::kernels::int8::int8_fast())
+    }
+
+    /// [`SpeakerEncoder::load`] choosing int8 (`true`) or float32 (`false`: SpeechBrain's own
+    /// numerics).
+    pub fn load_with(path: &Path, int8: bool) -> Result<Self> {
         let file = if path.is_dir() {
             path.join(ECAPA_FILE)
         } else {
@@ -28,7 +35,7 @@ impl SpeakerEncoder {
         };
         Ok(Self {
             fbank: Fbank::new(),
-            ecapa: Ecapa::load(&file)?,
+            ecapa: Ecapa::load(&file, int8)?,
         })
     }
 

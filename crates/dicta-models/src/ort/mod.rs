@@ -244,16 +244,21 @@ impl OrtModel {
         Ok(model)
     }
 
+    /// Appends an empty graph (filled in by the reader) and returns its index.
+    fn push_graph(&mut self, parent: Option<usize>) -> usize {
+        self.graphs.push(GraphInfo {
+            parent,
+            ..GraphInfo::default()
+        });
+        self.graphs.len() - 1
+    }
+
     fn add_graph(
         &mut self,
         g: schema::Graph<'_>,
         parent: Option<usize>,
     ) -> std::result::Result<usize, String> {
-        let index = self.graphs.len();
-        self.graphs.push(GraphInfo {
-            parent,
-            ..GraphInfo::default()
-        });
+        let index = self.push_graph(parent);
         let strings = |v: Option<flatbuffers::Vector<'_, flatbuffers::ForwardsUOffset<&str>>>| {
             v.map(|v| v.iter().map(String::from).collect::<Vec<_>>())
                 .unwrap_or_default()

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 
 use prost::Message;
 
-use super::{AttrValue, DataType, GraphInfo, Initializer, Node, OrtModel};
+use super::{AttrValue, DataType, Initializer, Node, OrtModel};
 
 #[derive(Clone, PartialEq, Message)]
 struct ModelProto {
@@ -115,11 +115,7 @@ impl OrtModel {
         g: GraphProto,
         parent: Option<usize>,
     ) -> std::result::Result<usize, String> {
-        let index = self.graphs.len();
-        self.graphs.push(GraphInfo {
-            parent,
-            ..GraphInfo::default()
-        });
+        let index = self.push_graph(parent);
         let mut initializers = HashMap::new();
         for t in g.initializer {
             let (name, init) = tensor(t)?;

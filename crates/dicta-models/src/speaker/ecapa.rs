@@ -20,6 +20,8 @@ use std::path::Path;
 
 use candle_core::{DType, Device, Tensor};
 use dicta_core::{Error, Result};
+
+use crate::kernels::int8::{matmul_i8, PackedI8};
 use rayon::prelude::*;
 
 /// Embedding size.
@@ -56,9 +58,11 @@ fn get(w: &Weights, name: &str, dims: &[usize]) -> Result<Vec<f32>> {
     Ok(v)
 }
 
-/// A conv as a matmul: weights `[c_in·k, c_out]` in (tap, c_in) order.
+/// A conv as a matmul: weights `[c_in·k, c_out]` in (tap, c_in) order, and optionally the same
+/// weights quantized to int8 per output channel for the VNNI kernels.
 struct Conv {
     w: Tensor,
+    q: Option<PackedI8>,
     b: Vec<f32>,
     c_in: usize,
     c_out: usize,
@@ -90,12 +94,20 @@ impl Conv {
             .map_err(|e| Error::model_load(e.to_string()))?;
         Ok(Self {
             w,
+            q: None,
             b,
             c_in,
             c_out,
             k,
             dilation: d,
         })
+    }
+
+    /// Adds the int8 copy of the weights (per output channel).
+    fn quantize(&mut self) -> candle_core::Result<()> {
+        let rows = self.w.t()?.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
+        self.q = Some(PackedI8::quantize(&rows, self.c_out, self.k * self.c_in));
+        Ok(())
     }
 
     /// `x: [b·t, c_in]` (windows of `t` frames) → `[b·t, c_out]`, reflect padding "same".
@@ -117,6 +129,11 @@ impl Conv {
             });
             cols
         };
+        if let Some(q) = &self.q {
+            let mut y = vec![0f32; rows * self.c_out];
+            matmul_i8(&cols, rows, q, Some(&self.b), &mut y);
+            return Ok(y);
+        }
         let kc = self.k * self.c_in;
         let y = Tensor::from_vec(cols, (rows, kc), &Device::Cpu)?.matmul(&self.w)?;
         let mut y = y.flatten_all()?.to_vec1::<f32>()?;
@@ -308,14 +325,36 @@ pub struct Ecapa {
 }
 
 impl Ecapa {
-    /// Loads SpeechBrain's `embedding_model.ckpt`. Errors (`ModelLoad`) name the tensor that is
+    /// Loads SpeechBrain's `embedding_model.ckpt`. `int8`: the convs over all frames run on
+    /// int8 weights (per output channel) and activations (per row) through the VNNI kernels;
+    /// otherwise float32 (SpeechBrain's numerics). Errors (`ModelLoad`) name the tensor that is
     /// missing or misshapen.
-    pub fn load(path: &Path) -> Result<Self> {
+    pub fn load(path: &Path, int8: bool) -> Result<Self> {
         let w: Weights = candle_core::pickle::read_all(path)
             .map_err(|e| Error::model_load(format!("{}: {e}", path.display())))?
             .into_iter()
             .collect();
-        Self::from_weights(&w).map_err(|e| e.context(path.display()))
+        let mut m = Self::from_weights(&w).map_err(|e| e.context(path.display()))?;
+        if int8 {
+            m.quantize()
+                .map_err(|e| Error::model_load(format!("ECAPA int8: {e}")))?;
+        }
+        Ok(m)
+    }
+
+    /// int8 copies of every conv that runs over all frames (the pooled head stays float32).
+    fn quantize(&mut self) -> candle_core::Result<()> {
+        self.block0.conv.quantize()?;
+        for b in &mut self.blocks {
+            b.tdnn1.conv.quantize()?;
+            b.tdnn2.conv.quantize()?;
+            for r in &mut b.res {
+                r.conv.quantize()?;
+            }
+        }
+        self.mfa.conv.quantize()?;
+        self.asp_tdnn.conv.quantize()?;
+        self.asp_conv.quantize()
     }
 
     fn from_weights(w: &Weights) -> Result<Self> {
