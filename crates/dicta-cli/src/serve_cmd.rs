@@ -119,12 +119,7 @@ impl EngineBackend {
         o.vad = r
             .vad_filter
             .then(|| r.vad_parameters.clone().unwrap_or_default());
-        o.diarize = r.diarize.then(|| dicta_engine::diarize::DiarizeOptions {
-            num_speakers: r.num_speakers,
-            min_speakers: r.min_speakers,
-            max_speakers: r.max_speakers,
-            ..Default::default()
-        });
+        o.diarize = r.diarize_options();
         o.task = match r.task {
             dicta_server::Task::Transcribe => Task::Transcribe,
             dicta_server::Task::Translate => Task::Translate,

@@ -8,6 +8,7 @@
 
 pub mod ctc;
 pub mod kernels;
+mod layers;
 pub mod moonshine;
 pub mod ort;
 pub mod speaker;

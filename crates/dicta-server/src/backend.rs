@@ -56,6 +56,18 @@ pub struct RequestOptions {
     pub max_speakers: Option<usize>,
 }
 
+impl RequestOptions {
+    /// The diarization this request asks for (`diarize` with its speaker counts), if any.
+    pub fn diarize_options(&self) -> Option<dicta_core::DiarizeOptions> {
+        self.diarize.then(|| dicta_core::DiarizeOptions {
+            num_speakers: self.num_speakers,
+            min_speakers: self.min_speakers,
+            max_speakers: self.max_speakers,
+            ..Default::default()
+        })
+    }
+}
+
 /// One recording handed to the backend.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BackendInput {

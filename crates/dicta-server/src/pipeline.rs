@@ -325,12 +325,8 @@ pub(crate) fn validate_options(o: &RequestOptions, translation: bool) -> Result<
             }
         }
     }
-    if let (Some(lo), Some(hi)) = (o.min_speakers, o.max_speakers) {
-        if lo > hi {
-            return Err(Error::invalid_input(format!(
-                "min_speakers ({lo}) must not exceed max_speakers ({hi})"
-            )));
-        }
+    if let Some(d) = o.diarize_options() {
+        d.validate()?;
     }
     if o.task == Task::Translate && !translation {
         return Err(Error::invalid_input(

@@ -21,99 +21,18 @@ pub mod rttm;
 
 use std::path::Path;
 
-use dicta_core::{Error, Result, Segment, SpeakerTurn};
+use dicta_core::{Result, Segment, SpeakerTurn};
 use serde::{Deserialize, Serialize};
 
 use crate::engine::Input;
 use crate::vad::{SpeechChunk, Vad, VadOptions};
 
+pub use dicta_core::DiarizeOptions;
 pub use embed::{cosine, SpeakerEncoder, MIN_CLIP};
 
 const RATE: usize = dicta_audio::SAMPLE_RATE as usize;
 /// Regions shorter than this (samples) are not embedded.
 const MIN_REGION: usize = RATE * 2 / 5;
-
-/// Options of a diarization call.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct DiarizeOptions {
-    /// The exact number of speakers, when known.
-    pub num_speakers: Option<usize>,
-    /// At least this many speakers.
-    pub min_speakers: Option<usize>,
-    /// At most this many speakers.
-    pub max_speakers: Option<usize>,
-    /// Clustering stops before merging clusters whose average cosine distance exceeds this
-    /// (used when `num_speakers` is not given).
-    pub threshold: f32,
-    /// Embedding window (seconds).
-    pub window_seconds: f32,
-    /// Step between windows (seconds).
-    pub step_seconds: f32,
-}
-
-impl Default for DiarizeOptions {
-    fn default() -> Self {
-        Self {
-            num_speakers: None,
-            min_speakers: None,
-            max_speakers: None,
-            threshold: 0.7,
-            window_seconds: 1.5,
-            step_seconds: 0.75,
-        }
-    }
-}
-
-impl DiarizeOptions {
-    /// Checks ranges; messages name the option and the value given.
-    pub fn validate(&self) -> Result<()> {
-        for (name, v) in [
-            ("num_speakers", self.num_speakers),
-            ("min_speakers", self.min_speakers),
-            ("max_speakers", self.max_speakers),
-        ] {
-            if v == Some(0) {
-                return Err(Error::invalid_input(format!("{name} must be >= 1, got 0")));
-            }
-        }
-        if let (Some(lo), Some(hi)) = (self.min_speakers, self.max_speakers) {
-            if lo > hi {
-                return Err(Error::invalid_input(format!(
-                    "min_speakers ({lo}) must not exceed max_speakers ({hi})"
-                )));
-            }
-        }
-        if let Some(n) = self.num_speakers {
-            if self.min_speakers.is_some_and(|lo| n < lo)
-                || self.max_speakers.is_some_and(|hi| n > hi)
-            {
-                return Err(Error::invalid_input(format!(
-                    "num_speakers ({n}) is outside min_speakers..max_speakers"
-                )));
-            }
-        }
-        if !(self.threshold > 0.0 && self.threshold < 2.0) {
-            return Err(Error::invalid_input(format!(
-                "threshold must be in (0, 2), got {}",
-                self.threshold
-            )));
-        }
-        if !(self.window_seconds >= 0.5 && self.window_seconds <= 10.0) {
-            return Err(Error::invalid_input(format!(
-                "window_seconds must be in [0.5, 10], got {}",
-                self.window_seconds
-            )));
-        }
-        if !(self.step_seconds > 0.0 && self.step_seconds <= self.window_seconds) {
-            return Err(Error::invalid_input(format!(
-                "step_seconds must be in (0, window_seconds], got {}",
-                self.step_seconds
-            )));
-        }
-        Ok(())
-    }
-}
 
 /// The speaker turns of one input.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -177,8 +96,8 @@ impl Diarizer {
         inputs
             .iter()
             .map(|input| {
-                opts.validate()?;
                 let audio = crate::engine::load_audio(input)?;
+                // `turns` checks the options.
                 let turns = self.turns(&audio, opts)?;
                 let mut speakers: Vec<&str> = turns.iter().map(|t| t.speaker.as_str()).collect();
                 speakers.sort_unstable();
@@ -300,17 +219,15 @@ fn assign(emb: &[Vec<f32>], opts: &DiarizeOptions) -> Vec<usize> {
         if k_now <= lo || k_now == 1 {
             break;
         }
-        let centroid = |c: usize| -> Vec<f32> {
-            let mut m = vec![0f32; emb[0].len()];
-            for (e, _) in emb.iter().zip(&labels).filter(|(_, &l)| l == c) {
-                m.iter_mut().zip(e).for_each(|(a, b)| *a += b);
-            }
-            m
-        };
-        let me = centroid(small);
+        // Cluster sums (cosine needs no division by the size).
+        let mut centroids = vec![vec![0f32; emb[0].len()]; k_now];
+        for (e, &l) in emb.iter().zip(&labels) {
+            centroids[l].iter_mut().zip(e).for_each(|(a, b)| *a += b);
+        }
+        let me = &centroids[small];
         let target = (0..k_now)
             .filter(|&c| c != small)
-            .max_by(|&a, &b| cosine(&me, &centroid(a)).total_cmp(&cosine(&me, &centroid(b))))
+            .max_by(|&a, &b| cosine(me, &centroids[a]).total_cmp(&cosine(me, &centroids[b])))
             .expect("another cluster");
         for l in &mut labels {
             if *l == small {

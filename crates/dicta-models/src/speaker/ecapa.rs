@@ -22,6 +22,7 @@ use candle_core::{DType, Device, Tensor};
 use dicta_core::{Error, Result};
 
 use crate::kernels::int8::{matmul_i8, PackedI8};
+use crate::layers::{reflect, sigmoid};
 use rayon::prelude::*;
 
 /// Embedding size.
@@ -477,15 +478,4 @@ fn uniform_stats(x: &[f32], t: usize) -> (Vec<f32>, Vec<f32>) {
         }
     }
     (mean, var.into_iter().map(|v| v.max(1e-12).sqrt()).collect())
-}
-
-/// Reflect padding index (edge not repeated), as torch's `F.pad(mode="reflect")`.
-fn reflect(i: isize, n: usize) -> usize {
-    let n = n as isize;
-    let i = if i < 0 { -i } else { i };
-    (if i >= n { 2 * (n - 1) - i } else { i }) as usize
-}
-
-fn sigmoid(x: f32) -> f32 {
-    1.0 / (1.0 + (-x).exp())
 }

@@ -17,6 +17,7 @@
 use candle_core::{Device, Tensor};
 use dicta_core::{Error, Result};
 
+use crate::layers::{reflect, sigmoid};
 use crate::ort::OrtModel;
 
 /// Samples per window (at 16 kHz).
@@ -330,13 +331,6 @@ impl Conv {
     }
 }
 
-/// ONNX `Pad` reflect mode index (edge sample not repeated).
-fn reflect(i: isize, n: usize) -> usize {
-    let n = n as isize;
-    let i = if i < 0 { -i } else { i };
-    (if i >= n { 2 * (n - 1) - i } else { i }) as usize
-}
-
 /// `[rows, cols]` → `[cols, rows]`.
 fn transpose(v: &[f32], rows: usize, cols: usize) -> Vec<f32> {
     let mut out = vec![0f32; v.len()];
@@ -359,10 +353,6 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
     acc.iter().sum()
 }
 
-fn sigmoid(x: f32) -> f32 {
-    1.0 / (1.0 + (-x).exp())
-}
-
 fn candle_err(e: candle_core::Error) -> Error {
     Error::internal(format!("Silero VAD: {e}"))
 }
@@ -370,13 +360,6 @@ fn candle_err(e: candle_core::Error) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn reflect_matches_onnx_pad() {
-        // ONNX reflect of [0,1,2,3] by 2: [2,1,0,1,2,3,2,1].
-        let got: Vec<usize> = (-2..6).map(|i| reflect(i, 4)).collect();
-        assert_eq!(got, vec![2, 1, 0, 1, 2, 3, 2, 1]);
-    }
 
     #[test]
     fn geometry() {
