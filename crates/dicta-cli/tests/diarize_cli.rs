@@ -4,51 +4,26 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::process::Command;
 
 use common::DATA;
 use serde_json::Value;
 
-fn have_models() -> bool {
-    let home = PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/dicta/models");
-    let ok = |env: &str, name: &str, file: &str| {
-        std::env::var_os(env)
-            .map(PathBuf::from)
-            .unwrap_or_else(|| home.join(name))
-            .join(file)
-            .is_file()
-    };
-    let have = ok("DICTA_TEST_VAD_DIR", "silero-vad", "silero_vad_v6.onnx")
-        && ok(
-            "DICTA_TEST_SPEAKER_DIR",
-            "ecapa-voxceleb",
-            "embedding_model.ckpt",
-        );
-    if !have {
-        eprintln!("note: no VAD / ECAPA models (set DICTA_TEST_VAD_DIR, DICTA_TEST_SPEAKER_DIR); skipping");
-    }
-    have
+/// `--vad-model DIR --speaker-model DIR` for the fetched test models; `None` skips.
+fn model_flags() -> Option<Vec<String>> {
+    let (vad, speaker) = (common::vad_dir()?, common::speaker_dir()?);
+    Some(vec![
+        "--vad-model".into(),
+        vad.display().to_string(),
+        "--speaker-model".into(),
+        speaker.display().to_string(),
+    ])
 }
 
-fn model_flags() -> Vec<String> {
-    let mut f = Vec::new();
-    if let Some(d) = std::env::var_os("DICTA_TEST_VAD_DIR") {
-        f.extend(["--vad-model".to_string(), d.to_string_lossy().into_owned()]);
-    }
-    if let Some(d) = std::env::var_os("DICTA_TEST_SPEAKER_DIR") {
-        f.extend([
-            "--speaker-model".to_string(),
-            d.to_string_lossy().into_owned(),
-        ]);
-    }
-    f
-}
-
-fn dicta(args: &[&str]) -> (i32, String) {
+fn dicta(args: &[&str], models: &[String]) -> (i32, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_dicta"))
         .args(args)
-        .args(model_flags())
+        .args(models)
         .arg("--quiet")
         .output()
         .unwrap();
@@ -60,9 +35,7 @@ fn dicta(args: &[&str]) -> (i32, String) {
 
 #[test]
 fn rttm_files_json_and_a_broken_input() {
-    if !have_models() {
-        return;
-    }
+    let Some(models) = model_flags() else { return };
     let tmp = std::env::temp_dir().join(format!("dicta-diarize-cli-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).unwrap();
     let silence = tmp.join("silence.wav");
@@ -79,14 +52,17 @@ fn rttm_files_json_and_a_broken_input() {
     w.finalize().unwrap();
     let sample = format!("{DATA}/pyannote_audio/sample.wav");
     let out_dir = tmp.join("rttm");
-    let (code, _) = dicta(&[
-        "diarize",
-        &sample,
-        silence.to_str().unwrap(),
-        "/nonexistent/missing.wav",
-        "--output-dir",
-        out_dir.to_str().unwrap(),
-    ]);
+    let (code, _) = dicta(
+        &[
+            "diarize",
+            &sample,
+            silence.to_str().unwrap(),
+            "/nonexistent/missing.wav",
+            "--output-dir",
+            out_dir.to_str().unwrap(),
+        ],
+        &models,
+    );
     assert_eq!(code, 1, "a broken input makes the exit code 1");
     let text = std::fs::read_to_string(out_dir.join("sample.rttm")).unwrap();
     let turns = dicta_engine::diarize::rttm::parse(&text).unwrap();
@@ -105,27 +81,33 @@ fn rttm_files_json_and_a_broken_input() {
     assert!(!out_dir.join("missing.rttm").exists());
 
     // JSON, with the count forced.
-    let (code, json) = dicta(&[
-        "diarize",
-        &sample,
-        "--format",
-        "json",
-        "--num-speakers",
-        "2",
-    ]);
+    let (code, json) = dicta(
+        &[
+            "diarize",
+            &sample,
+            "--format",
+            "json",
+            "--num-speakers",
+            "2",
+        ],
+        &models,
+    );
     assert_eq!(code, 0);
     let v: Value = serde_json::from_str(&json).unwrap();
     assert_eq!(v["results"][0]["speakers"], 2);
     assert!(v["results"][0]["turns"].as_array().unwrap().len() >= 4);
     // Bad constraints: usage error.
-    let (code, _) = dicta(&[
-        "diarize",
-        &sample,
-        "--min-speakers",
-        "3",
-        "--max-speakers",
-        "2",
-    ]);
+    let (code, _) = dicta(
+        &[
+            "diarize",
+            &sample,
+            "--min-speakers",
+            "3",
+            "--max-speakers",
+            "2",
+        ],
+        &models,
+    );
     assert_eq!(code, 2);
     let _ = std::fs::remove_dir_all(&tmp);
 }
@@ -135,23 +117,24 @@ fn transcribe_diarize_prefixes_srt_cues() {
     let Some(model) = common::model_dir() else {
         return;
     };
-    if !have_models() {
-        return;
-    }
+    let Some(models) = model_flags() else { return };
     let sample = format!("{DATA}/pyannote_audio/sample.wav");
-    let (code, srt) = dicta(&[
-        "transcribe",
-        &sample,
-        "--model",
-        model.to_str().unwrap(),
-        "--diarize",
-        "--num-speakers",
-        "2",
-        "--format",
-        "srt",
-        "--beam-size",
-        "1",
-    ]);
+    let (code, srt) = dicta(
+        &[
+            "transcribe",
+            &sample,
+            "--model",
+            model.to_str().unwrap(),
+            "--diarize",
+            "--num-speakers",
+            "2",
+            "--format",
+            "srt",
+            "--beam-size",
+            "1",
+        ],
+        &models,
+    );
     assert_eq!(code, 0);
     let cues: Vec<&str> = srt.lines().filter(|l| l.starts_with("[SPEAKER_")).collect();
     assert!(cues.len() >= 3, "{srt}");

@@ -10,22 +10,11 @@ use common::server::{curl, Server};
 use common::{model_dir, DATA};
 
 fn moonshine_dir() -> Option<PathBuf> {
-    if let Some(d) = std::env::var_os("DICTA_TEST_MOONSHINE_DIR").map(PathBuf::from) {
-        assert!(
-            d.join("encoder_model.ort").is_file(),
-            "DICTA_TEST_MOONSHINE_DIR={} holds no Moonshine model",
-            d.display()
-        );
-        return Some(d);
-    }
-    let d = PathBuf::from(std::env::var("HOME").unwrap_or_default())
-        .join(".cache/dicta/models/moonshine-tiny");
-    if d.join("encoder_model.ort").is_file() {
-        Some(d)
-    } else {
-        eprintln!("note: no Moonshine model (set DICTA_TEST_MOONSHINE_DIR); skipping");
-        None
-    }
+    common::fetched_model(
+        "moonshine-tiny",
+        "DICTA_TEST_MOONSHINE_DIR",
+        "encoder_model.ort",
+    )
 }
 
 fn openai(base: &str, model: &str) -> (u16, serde_json::Value) {

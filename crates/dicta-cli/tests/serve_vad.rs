@@ -8,38 +8,8 @@ mod common;
 use std::path::PathBuf;
 
 use common::server::{curl, Server};
-use common::{model_dir, DATA};
+use common::{model_dir, speaker_dir, vad_dir, DATA};
 use serde_json::Value;
-
-/// The VAD model folder (`DICTA_TEST_VAD_DIR`, else the default cache).
-fn vad_dir() -> Option<PathBuf> {
-    if let Some(d) = std::env::var_os("DICTA_TEST_VAD_DIR").map(PathBuf::from) {
-        assert!(
-            d.join("silero_vad_v6.onnx").is_file(),
-            "DICTA_TEST_VAD_DIR={} holds no model",
-            d.display()
-        );
-        return Some(d);
-    }
-    let d = PathBuf::from(std::env::var("HOME").unwrap_or_default())
-        .join(".cache/dicta/models/silero-vad");
-    if d.join("silero_vad_v6.onnx").is_file() {
-        Some(d)
-    } else {
-        eprintln!("note: no Silero VAD (set DICTA_TEST_VAD_DIR); skipping");
-        None
-    }
-}
-
-/// The speaker model folder (`DICTA_TEST_SPEAKER_DIR`, else the default cache).
-fn speaker_dir() -> Option<PathBuf> {
-    if let Some(d) = std::env::var_os("DICTA_TEST_SPEAKER_DIR").map(PathBuf::from) {
-        return Some(d);
-    }
-    let d = PathBuf::from(std::env::var("HOME").unwrap_or_default())
-        .join(".cache/dicta/models/ecapa-voxceleb");
-    d.join("embedding_model.ckpt").is_file().then_some(d)
-}
 
 /// 4 s of silence, jfk, 6 s of silence, as a 16 kHz 16-bit WAV.
 fn padded_jfk(dir: &std::path::Path) -> PathBuf {

@@ -13,35 +13,8 @@ use dicta_engine::{Engine, EngineConfig, Input};
 
 const SR: usize = 16_000;
 
-fn cache(name: &str, env: &str, file: &str) -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os(env).map(PathBuf::from) {
-        assert!(
-            dir.join(file).is_file(),
-            "{env}={} holds no {file}",
-            dir.display()
-        );
-        return Some(dir);
-    }
-    let dir = PathBuf::from(std::env::var("HOME").unwrap_or_default())
-        .join(".cache/dicta/models")
-        .join(name);
-    if dir.join(file).is_file() {
-        Some(dir)
-    } else {
-        eprintln!("SKIPPED: no {name} (set {env})");
-        None
-    }
-}
-
 fn dirs() -> Option<(PathBuf, PathBuf)> {
-    Some((
-        cache("silero-vad", "DICTA_TEST_VAD_DIR", "silero_vad_v6.onnx")?,
-        cache(
-            "ecapa-voxceleb",
-            "DICTA_TEST_SPEAKER_DIR",
-            "embedding_model.ckpt",
-        )?,
-    ))
+    Some((whisper_common::vad_dir()?, whisper_common::speaker_dir()?))
 }
 
 fn diarizer() -> Option<&'static Diarizer> {

@@ -5,39 +5,16 @@
 
 mod whisper_common;
 
-use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use dicta_engine::diarize::{cosine, SpeakerEncoder};
 use serde_json::Value;
 
-/// `DICTA_TEST_SPEAKER_DIR` (a failure when it holds no model), else the default cache.
-pub fn speaker_dir() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("DICTA_TEST_SPEAKER_DIR").map(PathBuf::from) {
-        assert!(
-            dir.join("embedding_model.ckpt").is_file(),
-            "DICTA_TEST_SPEAKER_DIR={} holds no model",
-            dir.display()
-        );
-        return Some(dir);
-    }
-    let dir = PathBuf::from(std::env::var("HOME").unwrap_or_default())
-        .join(".cache/dicta/models/ecapa-voxceleb");
-    if dir.join("embedding_model.ckpt").is_file() {
-        Some(dir)
-    } else {
-        eprintln!(
-            "SKIPPED: no ECAPA model at {} (set DICTA_TEST_SPEAKER_DIR)",
-            dir.display()
-        );
-        None
-    }
-}
-
 fn encoder() -> Option<&'static SpeakerEncoder> {
     static E: OnceLock<Option<SpeakerEncoder>> = OnceLock::new();
     E.get_or_init(|| {
-        speaker_dir().map(|d| SpeakerEncoder::load_with(&d, false).expect("load ECAPA"))
+        whisper_common::speaker_dir()
+            .map(|d| SpeakerEncoder::load_with(&d, false).expect("load ECAPA"))
     })
     .as_ref()
 }
@@ -110,7 +87,9 @@ fn batched_clips_equal_clips_alone() {
 
 #[test]
 fn int8_embeddings_stay_close() {
-    let Some(dir) = speaker_dir() else { return };
+    let Some(dir) = whisper_common::speaker_dir() else {
+        return;
+    };
     if !dicta_models::kernels::int8::int8_fast() {
         eprintln!("SKIPPED: no int8 kernels on this CPU");
         return;

@@ -12,44 +12,20 @@ use dicta_core::ErrorKind;
 use dicta_engine::vad::{Vad, VadOptions};
 use dicta_engine::whisper::DecodeOptions;
 use dicta_engine::{Engine, EngineConfig, Input};
-use dicta_models::vad::SILERO_FILE;
 use serde_json::Value;
 
 const SR: usize = 16_000;
 
-/// `DICTA_TEST_VAD_DIR` (a failure when it holds no model), else the default cache.
-fn vad_dir() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("DICTA_TEST_VAD_DIR").map(PathBuf::from) {
-        assert!(
-            dir.join(SILERO_FILE).is_file(),
-            "DICTA_TEST_VAD_DIR={} holds no {SILERO_FILE}",
-            dir.display()
-        );
-        return Some(dir);
-    }
-    let dir = PathBuf::from(std::env::var("HOME").unwrap_or_default())
-        .join(".cache/dicta/models/silero-vad");
-    if dir.join(SILERO_FILE).is_file() {
-        Some(dir)
-    } else {
-        eprintln!(
-            "SKIPPED: no Silero VAD at {} (set DICTA_TEST_VAD_DIR)",
-            dir.display()
-        );
-        None
-    }
-}
-
 fn vad() -> Option<&'static Vad> {
     static V: OnceLock<Option<Vad>> = OnceLock::new();
-    V.get_or_init(|| vad_dir().map(|d| Vad::load(&d).expect("load Silero VAD")))
+    V.get_or_init(|| whisper_common::vad_dir().map(|d| Vad::load(&d).expect("load Silero VAD")))
         .as_ref()
 }
 
 fn engine() -> Option<&'static Engine> {
     static E: OnceLock<Option<Engine>> = OnceLock::new();
     E.get_or_init(|| {
-        let (model, vad) = (whisper_common::model_dir()?, vad_dir()?);
+        let (model, vad) = (whisper_common::model_dir()?, whisper_common::vad_dir()?);
         let config = EngineConfig {
             vad_model: Some(vad),
             ..EngineConfig::default()

@@ -1,4 +1,4 @@
-//! Shared helpers of the Whisper integration tests.
+//! Shared helpers of the engine's integration tests (Whisper, VAD, speakers).
 #![allow(dead_code)]
 
 use std::path::PathBuf;
@@ -35,6 +35,43 @@ pub fn model_dir() -> Option<PathBuf> {
         return None;
     }
     Some(dir)
+}
+
+/// A fetched model folder for a test: the folder `$env` names (a failure when `file` is not in
+/// it: scripts/test.sh sets these), else `~/.cache/dicta/models/<name>` when it holds `file`,
+/// else `None` with a note (the test skips).
+pub fn fetched_model(name: &str, env: &str, file: &str) -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os(env).map(PathBuf::from) {
+        assert!(
+            dir.join(file).is_file(),
+            "{env}={} holds no {file}",
+            dir.display()
+        );
+        return Some(dir);
+    }
+    let dir = PathBuf::from(std::env::var("HOME").unwrap_or_default())
+        .join(".cache/dicta/models")
+        .join(name);
+    if dir.join(file).is_file() {
+        Some(dir)
+    } else {
+        eprintln!("SKIPPED: no {name} at {} (set {env})", dir.display());
+        None
+    }
+}
+
+/// The Silero VAD folder (`DICTA_TEST_VAD_DIR`, else the cache).
+pub fn vad_dir() -> Option<PathBuf> {
+    fetched_model("silero-vad", "DICTA_TEST_VAD_DIR", "silero_vad_v6.onnx")
+}
+
+/// The ECAPA speaker model folder (`DICTA_TEST_SPEAKER_DIR`, else the cache).
+pub fn speaker_dir() -> Option<PathBuf> {
+    fetched_model(
+        "ecapa-voxceleb",
+        "DICTA_TEST_SPEAKER_DIR",
+        "embedding_model.ckpt",
+    )
 }
 
 /// The test model ([`model_dir`]) loaded on the CPU.
