@@ -9,6 +9,7 @@
 //! of candle's; checked in the tests), inside the error the model's float32 matrix products
 //! already have. Anything but float32 on the CPU goes to candle's own implementation.
 
+pub mod attention;
 pub mod int8;
 
 use candle_core::{CpuStorage, CustomOp1, Layout, Shape, Tensor};

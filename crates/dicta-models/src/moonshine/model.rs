@@ -13,9 +13,6 @@ use crate::whisper::quant::{ComputeType, Linear};
 use candle_core::{DType, Device, Tensor, D};
 use dicta_core::{Error, Result};
 
-/// Elements of one block of encoder attention scores (16 MiB of f32).
-const SCORE_BLOCK: usize = 4 << 20;
-
 /// Samples per encoder frame (conv strides 64 · 3 · 2).
 pub const SAMPLES_PER_FRAME: usize = 384;
 
@@ -570,17 +567,7 @@ impl Moonshine {
         let q = apply_rotary(&heads(&l.attn.q.forward(&h)?, nh)?, rot)?;
         let k = apply_rotary(&heads(&l.attn.k.forward(&h)?, nh)?, rot)?;
         let v = heads(&l.attn.v.forward(&h)?, nh)?;
-        let (q, k, v) = ((q * scale)?.squeeze(0)?, k.squeeze(0)?.t()?, v.squeeze(0)?);
-        let t = q.dim(1)?;
-        // Scores in blocks of query rows: a full [H, T, T] block is hundreds of MB for a minute.
-        let chunk = (SCORE_BLOCK / (nh * t)).clamp(1, t);
-        let mut parts = Vec::with_capacity(t.div_ceil(chunk));
-        for start in (0..t).step_by(chunk) {
-            let len = chunk.min(t - start);
-            let s = q.narrow(1, start, len)?.matmul(&k)?;
-            parts.push(kernels::softmax_last_dim(&s)?.matmul(&v)?);
-        }
-        let a = merge(&Tensor::cat(&parts, 1)?.unsqueeze(0)?)?;
+        let a = kernels::attention::self_attention(&(q * scale)?, &k, &v)?;
         let x = (x + l.attn.o.forward(&a)?)?;
         let h = l.ln2.forward(&x)?;
         x + l.fc2.forward(&kernels::gelu_erf(&l.fc1.forward(&h)?)?)?

@@ -7,13 +7,10 @@
 use super::config::WhisperConfig;
 use super::quant::{ComputeType, Linear};
 use crate::kernels;
-use candle_core::{DType, Device, Module, Tensor};
+use candle_core::{DType, Device, IndexOp, Module, Tensor};
 use candle_nn::{Conv1d, Conv1dConfig, LayerNorm};
 use dicta_core::{Error, Result};
 use std::collections::HashMap;
-
-/// Elements of one block of encoder attention scores (16 MiB of f32).
-const SCORE_BLOCK: usize = 4 << 20;
 
 /// Maps a candle error to an internal Dicta error.
 pub(crate) fn ce(e: candle_core::Error) -> Error {
@@ -159,23 +156,13 @@ impl EncoderLayer {
     /// x: [N, T, d] → [N, T, d].
     fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         let h = self.ln1.forward(x)?;
-        let qkv = split_heads(&self.qkv.forward(&h)?, 3, self.n_head)?;
-        let (n, _, t, _) = qkv[0].dims4()?;
-        // Scores are [H, chunk, T] per row and query chunk: a full [N, H, T, T] block is hundreds of MB
-        // for a batch, and allocating (page-faulting) it costs more than the chunked loop.
-        let chunk = (SCORE_BLOCK / (self.n_head * t)).clamp(1, t);
-        let mut rows = Vec::with_capacity(n);
-        for r in 0..n {
-            let (q, k, v) = (qkv[0].get(r)?, qkv[1].get(r)?.t()?, qkv[2].get(r)?);
-            let mut parts = Vec::with_capacity(t.div_ceil(chunk));
-            for start in (0..t).step_by(chunk) {
-                let len = chunk.min(t - start);
-                let s = q.narrow(1, start, len)?.matmul(&k)?;
-                parts.push(kernels::softmax_last_dim(&s)?.matmul(&v)?);
-            }
-            rows.push(Tensor::cat(&parts, 1)?);
-        }
-        let a = merge_heads(&Tensor::stack(&rows, 0)?)?;
+        // Views of the fused [N, T, 3·d] projection: the kernel reads them through their strides.
+        let qkv = self.qkv.forward(&h)?;
+        let (n, t, d3) = qkv.dims3()?;
+        let dh = d3 / 3 / self.n_head;
+        let qkv = qkv.reshape((n, t, 3, self.n_head, dh))?;
+        let part = |i: usize| qkv.i((.., .., i))?.transpose(1, 2);
+        let a = kernels::attention::self_attention(&part(0)?, &part(1)?, &part(2)?)?;
         let x = (x + self.out.forward(&a)?)?;
         let h = self.ln2.forward(&x)?;
         x + self.mlp.forward(&h)?

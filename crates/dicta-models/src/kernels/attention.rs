@@ -1,0 +1,576 @@
+//! Fused self-attention of every frame over every frame, as in Whisper's and Moonshine's
+//! encoders: `softmax(q·kᵀ)·v` per head without a score matrix in memory.
+//!
+//! Through candle this was two GEMM calls per head and query chunk around a softmax: the GEMM
+//! packs K and V into its panels on every call, the [H, chunk, T] scores make a round trip
+//! through memory, and the heads are copied into their own tensors and merged back. Here one
+//! task packs a head's Kᵀ and V once (≈ 0.8 MB for 1500 frames × 64) and walks blocks of
+//! [`MR`] queries: an `MR × NC` register tile of scores per step of the key loop, the softmax of
+//! the block's rows while they are in cache, and an `MR × NC` tile of the output per step of the
+//! value loop. q, k and v are read through their strides (so a view of a fused q/k/v projection
+//! needs no copy) and the output is written with the heads merged.
+//!
+//! Levels ([`Level`]): AVX-512F intrinsics; the same tiles as plain Rust that the compiler
+//! vectorises for AVX2+FMA; and the plain Rust for any CPU. They differ from each other and from
+//! the two-GEMM path by float rounding only (the sums run in another order); the tests hold
+//! every level to an f64 reference.
+
+use super::{madd, softmax_in_place};
+use candle_core::{Storage, Tensor};
+use rayon::prelude::*;
+use std::sync::OnceLock;
+
+/// Query rows per tile.
+const MR: usize = 8;
+/// Keys per score tile and value columns per output tile (two 16-lane vectors).
+const NC: usize = 32;
+
+/// Kernel implementations, fastest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    /// 512-bit FMA intrinsics.
+    Avx512,
+    /// Portable tiles compiled for AVX2 and FMA.
+    Avx2Fma,
+    /// Portable Rust.
+    Scalar,
+}
+
+impl Level {
+    /// Every level this CPU can run, fastest first (always ends with [`Level::Scalar`]).
+    pub fn available() -> &'static [Level] {
+        static LEVELS: OnceLock<Vec<Level>> = OnceLock::new();
+        LEVELS.get_or_init(|| {
+            let mut v = Vec::new();
+            #[cfg(target_arch = "x86_64")]
+            {
+                if is_x86_feature_detected!("avx512f") {
+                    v.push(Level::Avx512);
+                }
+                if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+                    v.push(Level::Avx2Fma);
+                }
+            }
+            v.push(Level::Scalar);
+            v
+        })
+    }
+
+    /// The fastest level of this CPU.
+    pub fn best() -> Level {
+        Level::available()[0]
+    }
+}
+
+/// Where one of q, k, v lives: element `[n, h, t, d]` is `data[offset + n·seq + h·head + t·row + d]`.
+#[derive(Debug, Clone, Copy)]
+pub struct HeadsView<'a> {
+    pub data: &'a [f32],
+    pub offset: usize,
+    pub seq: usize,
+    pub head: usize,
+    pub row: usize,
+}
+
+impl HeadsView<'_> {
+    #[inline(always)]
+    fn at(&self, n: usize, h: usize, t: usize) -> &[f32] {
+        let s = self.offset + n * self.seq + h * self.head + t * self.row;
+        &self.data[s..]
+    }
+}
+
+/// Self-attention with heads merged: q, k, v [N, H, T, Dh] (q already scaled; any strides with
+/// the last dimension contiguous, e.g. views of a fused projection) → [N, T, H·Dh].
+///
+/// Non-CPU or non-f32 tensors take candle's matmul/softmax path.
+pub fn self_attention(q: &Tensor, k: &Tensor, v: &Tensor) -> candle_core::Result<Tensor> {
+    let (n, h, t, dh) = q.dims4()?;
+    if k.dims4()? != (n, h, t, dh) || v.dims4()? != (n, h, t, dh) {
+        candle_core::bail!(
+            "self_attention: q {:?}, k {:?}, v {:?}",
+            q.dims(),
+            k.dims(),
+            v.dims()
+        );
+    }
+    let fast = [q, k, v]
+        .iter()
+        .all(|x| super::fast_path(x) && x.stride()[3] == 1);
+    if !fast || t == 0 || dh == 0 {
+        let p = super::softmax_last_dim(&q.contiguous()?.matmul(&k.t()?.contiguous()?)?)?;
+        let a = p.matmul(&v.contiguous()?)?;
+        return a.transpose(1, 2)?.reshape((n, t, h * dh));
+    }
+    let (qs, ql) = q.storage_and_layout();
+    let (ks, kl) = k.storage_and_layout();
+    let (vs, vl) = v.storage_and_layout();
+    let (qv, kv, vv) = (
+        heads_view(&qs, ql)?,
+        heads_view(&ks, kl)?,
+        heads_view(&vs, vl)?,
+    );
+    let mut out = vec![0f32; n * t * h * dh];
+    self_attention_at(Level::best(), qv, kv, vv, (n, h, t, dh), &mut out);
+    Tensor::from_vec(out, (n, t, h * dh), q.device())
+}
+
+/// The view of a 4-d CPU f32 tensor's storage.
+fn heads_view<'a>(s: &'a Storage, l: &candle_core::Layout) -> candle_core::Result<HeadsView<'a>> {
+    let Storage::Cpu(candle_core::CpuStorage::F32(data)) = s else {
+        candle_core::bail!("self_attention: f32 CPU tensors expected")
+    };
+    let st = l.stride();
+    Ok(HeadsView {
+        data,
+        offset: l.start_offset(),
+        seq: st[0],
+        head: st[1],
+        row: st[2],
+    })
+}
+
+/// Raw output pointer shared by tasks that write disjoint elements.
+#[derive(Clone, Copy)]
+struct OutPtr(*mut f32);
+// SAFETY: every task writes its own (sequence, head, query range) cells; nothing is read.
+unsafe impl Send for OutPtr {}
+unsafe impl Sync for OutPtr {}
+
+impl OutPtr {
+    /// Through a method, so closures capture the `Send` wrapper rather than the raw field.
+    fn get(self) -> *mut f32 {
+        self.0
+    }
+}
+
+/// [`self_attention`] on raw views at a given level (which the CPU must support); `out` is
+/// [N, T, H·Dh].
+///
+/// # Panics
+/// When `level` is not in [`Level::available`] or a view is too short for `dims`.
+pub fn self_attention_at(
+    level: Level,
+    q: HeadsView,
+    k: HeadsView,
+    v: HeadsView,
+    dims: (usize, usize, usize, usize),
+    out: &mut [f32],
+) {
+    let (n, h, t, dh) = dims;
+    assert!(Level::available().contains(&level), "{level:?} unsupported");
+    assert_eq!(out.len(), n * t * h * dh, "output is not [N, T, H·Dh]");
+    if out.is_empty() {
+        return;
+    }
+    for (x, name) in [(&q, "q"), (&k, "k"), (&v, "v")] {
+        let last = x.offset + (n - 1) * x.seq + (h - 1) * x.head + (t - 1) * x.row + dh;
+        assert!(last <= x.data.len(), "{name} view out of bounds");
+    }
+    // Split each head's queries so that there are a few tasks per thread (a batch of one
+    // window has only H heads); every task packs its head's K and V again, which costs
+    // 2·T·Dh copies against T²·Dh/parts multiply-adds.
+    let blocks = t.div_ceil(MR);
+    let want = 4 * rayon::current_num_threads();
+    let parts = want.div_ceil(n * h).clamp(1, blocks);
+    let per_part = blocks.div_ceil(parts) * MR;
+    let ptr = OutPtr(out.as_mut_ptr());
+    (0..n * h * parts).into_par_iter().for_each(|task| {
+        let (nh, part) = (task / parts, task % parts);
+        let (seq, head) = (nh / h, nh % h);
+        let q0 = part * per_part;
+        if q0 >= t {
+            return;
+        }
+        let q1 = (q0 + per_part).min(t);
+        attend_range(level, &q, &k, &v, (seq, head, q0, q1), (h, t, dh), ptr.get());
+    });
+}
+
+/// One head of one sequence, queries `q0..q1`; writes `out[seq, q, head·Dh..]`.
+fn attend_range(
+    level: Level,
+    q: &HeadsView,
+    k: &HeadsView,
+    v: &HeadsView,
+    (seq, head, q0, q1): (usize, usize, usize, usize),
+    (h, t, dh): (usize, usize, usize),
+    out: *mut f32,
+) {
+    // Kᵀ [Dh][tp] and V [T][dhp], zero-padded to whole tiles.
+    let tp = t.next_multiple_of(NC);
+    let dhp = dh.next_multiple_of(NC);
+    let mut kt = vec![0f32; dh * tp];
+    let mut vp = vec![0f32; t * dhp];
+    for j in 0..t {
+        for (d, &x) in k.at(seq, head, j)[..dh].iter().enumerate() {
+            kt[d * tp + j] = x;
+        }
+        vp[j * dhp..j * dhp + dh].copy_from_slice(&v.at(seq, head, j)[..dh]);
+    }
+    let mut qb = vec![0f32; MR * dh];
+    let mut s = vec![0f32; MR * tp];
+    let mut o = [[0f32; NC]; MR];
+    for i0 in (q0..q1).step_by(MR) {
+        let rows = MR.min(q1 - i0);
+        for r in 0..MR {
+            let dst = &mut qb[r * dh..(r + 1) * dh];
+            if r < rows {
+                dst.copy_from_slice(&q.at(seq, head, i0 + r)[..dh]);
+            } else {
+                dst.fill(0.0);
+            }
+        }
+        for j in (0..tp).step_by(NC) {
+            scores_tile(level, &qb, &kt, tp, dh, j, &mut s);
+        }
+        for r in 0..rows {
+            softmax_at(level, &mut s[r * tp..r * tp + t]);
+        }
+        for c0 in (0..dh).step_by(NC) {
+            values_tile(level, &s, &vp, tp, t, dhp, c0, &mut o);
+            let cols = NC.min(dh - c0);
+            for (r, orow) in o.iter().enumerate().take(rows) {
+                let at = ((seq * t + i0 + r) * h + head) * dh + c0;
+                // SAFETY: `at..at + cols` lies inside `out` ([N, T, H·Dh], checked by the caller)
+                // and belongs to this task alone (its sequence, head and query rows).
+                unsafe { std::ptr::copy_nonoverlapping(orow.as_ptr(), out.add(at), cols) };
+            }
+        }
+    }
+}
+
+fn softmax_at(level: Level, row: &mut [f32]) {
+    match level {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: both levels imply AVX2 and FMA (checked by the caller against the CPU).
+        Level::Avx512 | Level::Avx2Fma => unsafe { softmax_avx2(row) },
+        _ => softmax_in_place::<false>(row),
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn softmax_avx2(row: &mut [f32]) {
+    softmax_in_place::<true>(row)
+}
+
+/// Scores `s[r][j..j + NC] = Σ_d qb[r][d] · kt[d][j + c]` for the [`MR`] rows of `qb` [MR][Dh].
+fn scores_tile(
+    level: Level,
+    qb: &[f32],
+    kt: &[f32],
+    tp: usize,
+    dh: usize,
+    j: usize,
+    s: &mut [f32],
+) {
+    match level {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the caller checked the level against the CPU's features.
+        Level::Avx512 => unsafe { scores_avx512(qb, kt, tp, dh, j, s) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above.
+        Level::Avx2Fma => unsafe { scores_avx2(qb, kt, tp, dh, j, s) },
+        _ => scores_body::<false>(qb, kt, tp, dh, j, s),
+    }
+}
+
+/// Output `o[r][c] = Σ_j s[r][j] · vp[j][c0 + c]` over the `t` keys.
+#[allow(clippy::too_many_arguments)]
+fn values_tile(
+    level: Level,
+    s: &[f32],
+    vp: &[f32],
+    tp: usize,
+    t: usize,
+    dhp: usize,
+    c0: usize,
+    o: &mut [[f32; NC]; MR],
+) {
+    match level {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the caller checked the level against the CPU's features.
+        Level::Avx512 => unsafe { values_avx512(s, vp, tp, t, dhp, c0, o) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above.
+        Level::Avx2Fma => unsafe { values_avx2(s, vp, tp, t, dhp, c0, o) },
+        _ => values_body::<false>(s, vp, tp, t, dhp, c0, o),
+    }
+}
+
+/// Rows per sub-tile of the portable kernels: 4 rows × 16 columns is 8 AVX2 accumulators.
+const SUB_R: usize = 4;
+const SUB_C: usize = 16;
+
+#[inline(always)]
+fn scores_body<const FMA: bool>(
+    qb: &[f32],
+    kt: &[f32],
+    tp: usize,
+    dh: usize,
+    j: usize,
+    s: &mut [f32],
+) {
+    for r0 in (0..MR).step_by(SUB_R) {
+        for c0 in (0..NC).step_by(SUB_C) {
+            let mut acc = [[0f32; SUB_C]; SUB_R];
+            for d in 0..dh {
+                let kr: &[f32; SUB_C] = kt[d * tp + j + c0..][..SUB_C].try_into().unwrap();
+                for (r, a) in acc.iter_mut().enumerate() {
+                    let x = qb[(r0 + r) * dh + d];
+                    for c in 0..SUB_C {
+                        a[c] = madd::<FMA>(x, kr[c], a[c]);
+                    }
+                }
+            }
+            for (r, a) in acc.iter().enumerate() {
+                s[(r0 + r) * tp + j + c0..][..SUB_C].copy_from_slice(a);
+            }
+        }
+    }
+}
+
+#[inline(always)]
+fn values_body<const FMA: bool>(
+    s: &[f32],
+    vp: &[f32],
+    tp: usize,
+    t: usize,
+    dhp: usize,
+    c0: usize,
+    o: &mut [[f32; NC]; MR],
+) {
+    for r0 in (0..MR).step_by(SUB_R) {
+        for cc in (0..NC).step_by(SUB_C) {
+            let mut acc = [[0f32; SUB_C]; SUB_R];
+            for j in 0..t {
+                let vr: &[f32; SUB_C] = vp[j * dhp + c0 + cc..][..SUB_C].try_into().unwrap();
+                for (r, a) in acc.iter_mut().enumerate() {
+                    let p = s[(r0 + r) * tp + j];
+                    for c in 0..SUB_C {
+                        a[c] = madd::<FMA>(p, vr[c], a[c]);
+                    }
+                }
+            }
+            for (r, a) in acc.iter().enumerate() {
+                o[r0 + r][cc..cc + SUB_C].copy_from_slice(a);
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn scores_avx2(qb: &[f32], kt: &[f32], tp: usize, dh: usize, j: usize, s: &mut [f32]) {
+    scores_body::<true>(qb, kt, tp, dh, j, s)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn values_avx2(
+    s: &[f32],
+    vp: &[f32],
+    tp: usize,
+    t: usize,
+    dhp: usize,
+    c0: usize,
+    o: &mut [[f32; NC]; MR],
+) {
+    values_body::<true>(s, vp, tp, t, dhp, c0, o)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn scores_avx512(qb: &[f32], kt: &[f32], tp: usize, dh: usize, j: usize, s: &mut [f32]) {
+    use std::arch::x86_64::*;
+    assert!(qb.len() >= MR * dh && kt.len() >= (dh.max(1) - 1) * tp + j + NC);
+    assert!(s.len() >= (MR - 1) * tp + j + NC);
+    let mut acc = [[_mm512_setzero_ps(); 2]; MR];
+    let (qp, kp) = (qb.as_ptr(), kt.as_ptr());
+    for d in 0..dh {
+        // SAFETY: row d of Kᵀ holds `tp` ≥ j + NC values and q row r holds `dh` (asserted).
+        let k0 = _mm512_loadu_ps(kp.add(d * tp + j));
+        let k1 = _mm512_loadu_ps(kp.add(d * tp + j + 16));
+        for (r, a) in acc.iter_mut().enumerate() {
+            let x = _mm512_set1_ps(*qp.add(r * dh + d));
+            a[0] = _mm512_fmadd_ps(x, k0, a[0]);
+            a[1] = _mm512_fmadd_ps(x, k1, a[1]);
+        }
+    }
+    let sp = s.as_mut_ptr();
+    for (r, a) in acc.iter().enumerate() {
+        // SAFETY: row r of the score block has `tp` ≥ j + NC values (asserted).
+        _mm512_storeu_ps(sp.add(r * tp + j), a[0]);
+        _mm512_storeu_ps(sp.add(r * tp + j + 16), a[1]);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn values_avx512(
+    s: &[f32],
+    vp: &[f32],
+    tp: usize,
+    t: usize,
+    dhp: usize,
+    c0: usize,
+    o: &mut [[f32; NC]; MR],
+) {
+    use std::arch::x86_64::*;
+    assert!(c0 + NC <= dhp && vp.len() >= t * dhp && s.len() >= (MR - 1) * tp + t);
+    let mut acc = [[_mm512_setzero_ps(); 2]; MR];
+    let (sp, vptr) = (s.as_ptr(), vp.as_ptr());
+    for j in 0..t {
+        // SAFETY: value row j holds `dhp` ≥ c0 + NC values, score rows `tp` ≥ t (asserted).
+        let v0 = _mm512_loadu_ps(vptr.add(j * dhp + c0));
+        let v1 = _mm512_loadu_ps(vptr.add(j * dhp + c0 + 16));
+        for (r, a) in acc.iter_mut().enumerate() {
+            let p = _mm512_set1_ps(*sp.add(r * tp + j));
+            a[0] = _mm512_fmadd_ps(p, v0, a[0]);
+            a[1] = _mm512_fmadd_ps(p, v1, a[1]);
+        }
+    }
+    for (r, a) in acc.iter().enumerate() {
+        _mm512_storeu_ps(o[r].as_mut_ptr(), a[0]);
+        _mm512_storeu_ps(o[r].as_mut_ptr().add(16), a[1]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::{Device, IndexOp};
+
+    /// Deterministic values in [-1, 1) (SplitMix64).
+    fn values(n: usize, seed: u64) -> Vec<f32> {
+        let mut s = seed;
+        (0..n)
+            .map(|_| {
+                s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
+                let mut z = s;
+                z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+                ((z ^ (z >> 31)) >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+            })
+            .collect()
+    }
+
+    /// softmax(q·kᵀ)·v in f64, heads merged: q, k, v [N, H, T, Dh] contiguous → [N, T, H·Dh].
+    fn reference(
+        q: &[f32],
+        k: &[f32],
+        v: &[f32],
+        (n, h, t, dh): (usize, usize, usize, usize),
+    ) -> Vec<f64> {
+        let mut out = vec![0f64; n * t * h * dh];
+        let at = |x: &[f32], a: usize, b: usize, i: usize, d: usize| {
+            x[((a * h + b) * t + i) * dh + d] as f64
+        };
+        for a in 0..n {
+            for b in 0..h {
+                for i in 0..t {
+                    let s: Vec<f64> = (0..t)
+                        .map(|j| (0..dh).map(|d| at(q, a, b, i, d) * at(k, a, b, j, d)).sum())
+                        .collect();
+                    let m = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                    let e: Vec<f64> = s.iter().map(|x| (x - m).exp()).collect();
+                    let z: f64 = e.iter().sum();
+                    for d in 0..dh {
+                        let o: f64 = (0..t).map(|j| e[j] / z * at(v, a, b, j, d)).sum();
+                        out[((a * t + i) * h + b) * dh + d] = o;
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn contiguous<'a>(x: &'a [f32], (_, h, t, dh): (usize, usize, usize, usize)) -> HeadsView<'a> {
+        HeadsView {
+            data: x,
+            offset: 0,
+            seq: h * t * dh,
+            head: t * dh,
+            row: dh,
+        }
+    }
+
+    #[test]
+    fn every_level_matches_the_f64_reference_on_odd_shapes() {
+        for &(n, h, t, dh) in &[
+            (1, 1, 1, 1),
+            (1, 2, 7, 64),
+            (2, 3, 33, 36),
+            (1, 6, 100, 64),
+            (2, 1, 41, 20),
+            (1, 2, 9, 80),
+        ] {
+            let len = n * h * t * dh;
+            // Scores of a few units, as trained attention has, so the softmax is not flat.
+            let q: Vec<f32> = values(len, 1).iter().map(|x| x * 3.0).collect();
+            let (k, v) = (values(len, 2), values(len, 3));
+            let want = reference(&q, &k, &v, (n, h, t, dh));
+            for &level in Level::available() {
+                let mut got = vec![0f32; len];
+                let dims = (n, h, t, dh);
+                self_attention_at(
+                    level,
+                    contiguous(&q, dims),
+                    contiguous(&k, dims),
+                    contiguous(&v, dims),
+                    dims,
+                    &mut got,
+                );
+                let err = got
+                    .iter()
+                    .zip(&want)
+                    .map(|(g, w)| (*g as f64 - w).abs())
+                    .fold(0f64, f64::max);
+                assert!(err < 2e-5, "{level:?} {:?}: max error {err}", (n, h, t, dh));
+            }
+        }
+    }
+
+    #[test]
+    fn strided_views_of_a_fused_projection_equal_contiguous_heads() {
+        // qkv [N, T, 3·H·Dh] as the fused projection writes it; q/k/v are views of it.
+        let (n, h, t, dh) = (2, 3, 21, 16);
+        let d = h * dh;
+        let qkv =
+            Tensor::from_vec(values(n * t * 3 * d, 9), (n, t, 3, h, dh), &Device::Cpu).unwrap();
+        let part = |i: usize| qkv.i((.., .., i)).unwrap().transpose(1, 2).unwrap();
+        let (q, k, v) = (part(0), part(1), part(2));
+        assert_ne!(q.stride()[2], dh, "the test needs a strided view");
+        let got = self_attention(&q, &k, &v).unwrap();
+        let (qc, kc, vc) = (
+            q.contiguous().unwrap(),
+            k.contiguous().unwrap(),
+            v.contiguous().unwrap(),
+        );
+        let flat = |x: &Tensor| x.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        let want = reference(&flat(&qc), &flat(&kc), &flat(&vc), (n, h, t, dh));
+        let got = flat(&got);
+        let err = got
+            .iter()
+            .zip(&want)
+            .map(|(g, w)| (*g as f64 - w).abs())
+            .fold(0f64, f64::max);
+        assert!(err < 2e-5, "max error {err}");
+        // And the tensor path equals the two-matmul formula it replaces.
+        let two = crate::kernels::softmax_last_dim(&qc.matmul(&kc.t().unwrap()).unwrap())
+            .unwrap()
+            .matmul(&vc)
+            .unwrap()
+            .transpose(1, 2)
+            .unwrap()
+            .reshape((n, t, d))
+            .unwrap();
+        let diff = flat(&two)
+            .iter()
+            .zip(&got)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max);
+        assert!(diff < 1e-5, "two-matmul path differs by {diff}");
+    }
+}
