@@ -183,7 +183,15 @@ pub fn self_attention_at(
             return;
         }
         let q1 = (q0 + per_part).min(t);
-        attend_range(level, &q, &k, &v, (seq, head, q0, q1), (h, t, dh), ptr.get());
+        attend_range(
+            level,
+            &q,
+            &k,
+            &v,
+            (seq, head, q0, q1),
+            (h, t, dh),
+            ptr.get(),
+        );
     });
 }
 

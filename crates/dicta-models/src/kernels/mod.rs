@@ -10,7 +10,9 @@
 //! already have. Anything but float32 on the CPU goes to candle's own implementation.
 
 pub mod attention;
+mod cross_f16;
 pub mod int8;
+pub mod panel;
 
 use candle_core::{CpuStorage, CustomOp1, Layout, Shape, Tensor};
 use rayon::prelude::*;
@@ -40,15 +42,20 @@ pub fn gelu_erf(x: &Tensor) -> candle_core::Result<Tensor> {
 /// The same as `softmax(q·kᵀ)·v` through two matmuls, but each key and value row is read once
 /// from memory for all M queries and nothing is packed: with M = 1 the GEMM would copy all of
 /// K and V into its panel buffers every step, twice the memory traffic of the attention itself.
+/// k and v may be f16 on the CPU (see [`cross_f16`]): widened in registers, summed in f32.
 pub fn attend_few_queries(
     q: &Tensor,
     k: &Tensor,
     v: &Tensor,
     want_probs: bool,
 ) -> candle_core::Result<(Tensor, Option<Tensor>)> {
-    if !(fast_path(q) && fast_path(k) && fast_path(v)) {
+    let f16_kv = q.device().is_cpu()
+        && k.dtype() == candle_core::DType::F16
+        && v.dtype() == candle_core::DType::F16;
+    if !(fast_path(q) && (f16_kv || (fast_path(k) && fast_path(v)))) {
+        let (k, v) = (k.to_dtype(q.dtype())?, v.to_dtype(q.dtype())?);
         let p = softmax_last_dim(&q.matmul(&k.t()?)?)?;
-        let out = p.matmul(v)?;
+        let out = p.matmul(&v)?;
         return Ok((out, want_probs.then_some(p)));
     }
     let (b, h, m, d) = q.dims4()?;
@@ -73,18 +80,28 @@ pub fn attend_few_queries(
     else {
         candle_core::bail!("attend_few_queries: CPU tensors expected")
     };
-    let (qd, kd, vd) = (f32_input(qs, ql)?, f32_input(ks, kl)?, f32_input(vs, vl)?);
+    let qd = f32_input(qs, ql)?;
     let mut out = vec![0f32; b * h * m * d];
     let mut probs = vec![0f32; b * h * m * t];
-    out.par_chunks_mut(m * d)
-        .zip(probs.par_chunks_mut(m * t))
-        .enumerate()
-        .for_each(|(bh, (o, p))| {
+    let tasks = out.par_chunks_mut(m * d).zip(probs.par_chunks_mut(m * t));
+    if f16_kv {
+        let (kd, vd) = (f16_input(ks, kl)?, f16_input(vs, vl)?);
+        let level = attention::Level::best();
+        tasks.enumerate().for_each(|(bh, (o, p))| {
+            let q = &qd[bh * m * d..(bh + 1) * m * d];
+            let k = &kd[bh * t * d..(bh + 1) * t * d];
+            let v = &vd[bh * t * d..(bh + 1) * t * d];
+            cross_f16::attend_head_f16(level, q, k, v, d, p, o);
+        });
+    } else {
+        let (kd, vd) = (f32_input(ks, kl)?, f32_input(vs, vl)?);
+        tasks.enumerate().for_each(|(bh, (o, p))| {
             let q = &qd[bh * m * d..(bh + 1) * m * d];
             let k = &kd[bh * t * d..(bh + 1) * t * d];
             let v = &vd[bh * t * d..(bh + 1) * t * d];
             attend_head(q, k, v, d, p, o);
         });
+    }
     let dev = q.device().clone();
     let out = Tensor::from_vec(out, (b, h, m, d), &dev)?;
     let probs = if want_probs {
@@ -146,6 +163,17 @@ impl CustomOp1 for GeluErf {
 pub(crate) fn f32_input<'a>(s: &'a CpuStorage, l: &Layout) -> candle_core::Result<&'a [f32]> {
     let CpuStorage::F32(data) = s else {
         candle_core::bail!("expected f32 storage")
+    };
+    match l.contiguous_offsets() {
+        Some((a, b)) => Ok(&data[a..b]),
+        None => candle_core::bail!("input has to be contiguous"),
+    }
+}
+
+/// The contiguous f16 data of a CPU tensor.
+fn f16_input<'a>(s: &'a CpuStorage, l: &Layout) -> candle_core::Result<&'a [half::f16]> {
+    let CpuStorage::F16(data) = s else {
+        candle_core::bail!("expected f16 storage")
     };
     match l.contiguous_offsets() {
         Some((a, b)) => Ok(&data[a..b]),

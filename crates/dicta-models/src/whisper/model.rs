@@ -138,6 +138,12 @@ impl Mlp {
             fc2: self.fc2.quantize(ct).map_err(ce)?,
         })
     }
+    fn for_few_rows(self) -> Result<Self> {
+        Ok(Self {
+            fc1: self.fc1.for_few_rows().map_err(ce)?,
+            fc2: self.fc2.for_few_rows().map_err(ce)?,
+        })
+    }
     fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         self.fc2.forward(&kernels::gelu_erf(&self.fc1.forward(x)?)?)
     }
@@ -279,6 +285,9 @@ pub(crate) struct Decoder {
     ln: LayerNorm,
     n_head: usize,
     n_ctx: usize,
+    /// Cross-attention K/V kept in f16 (int8 compute type): a decoder step reads all of them,
+    /// so at batch 8 their size is most of the step's memory traffic.
+    kv_f16: bool,
 }
 
 impl Decoder {
@@ -290,7 +299,8 @@ impl Decoder {
         dev: &Device,
         ct: ComputeType,
     ) -> Result<Self> {
-        let q = |l: Linear| l.quantize(ct).map_err(ce);
+        // Every per-token layer sees a few rows per call (int8 layers stay as they are).
+        let q = |l: Linear| l.quantize(ct).and_then(Linear::for_few_rows).map_err(ce);
         let d = c.n_text_state;
         let embed = wm.take("model.decoder.embed_tokens.weight", &[c.n_vocab, d], dev)?;
         let proj = if wm.tensors.contains_key("proj_out.weight") {
@@ -347,7 +357,9 @@ impl Decoder {
                     dev,
                 )?)?,
                 ln3: layer_norm(wm, &format!("{p}.final_layer_norm"), d, dev)?,
-                mlp: Mlp::load(wm, &p, d, c.n_text_ffn, dev)?.quantize(ct)?,
+                mlp: Mlp::load(wm, &p, d, c.n_text_ffn, dev)?
+                    .quantize(ct)?
+                    .for_few_rows()?,
             });
         }
         let ln = layer_norm(wm, "model.decoder.layer_norm", d, dev)?;
@@ -359,6 +371,7 @@ impl Decoder {
             ln,
             n_head: h,
             n_ctx: c.n_text_ctx,
+            kv_f16: ct == ComputeType::Int8 && dev.is_cpu(),
         })
     }
 
@@ -368,7 +381,11 @@ impl Decoder {
             .iter()
             .map(|l| {
                 let kv = split_heads(&l.cross_kv.forward(enc)?, 2, self.n_head)?;
-                Ok((kv[0].clone(), kv[1].clone()))
+                if self.kv_f16 {
+                    Ok((kv[0].to_dtype(DType::F16)?, kv[1].to_dtype(DType::F16)?))
+                } else {
+                    Ok((kv[0].clone(), kv[1].clone()))
+                }
             })
             .collect()
     }

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use crate::kernels::f32_input;
 use crate::kernels::int8::{matmul_i8, matmul_u8_asym, PackedI8, PackedU8Asym};
+use crate::kernels::panel::{matmul_panels, PackedF32};
 use candle_core::{CpuStorage, CustomOp1, Layout, Shape, Tensor};
 use dicta_core::{Error, Result};
 use std::fmt;
@@ -29,8 +30,9 @@ pub enum ComputeType {
     /// f32 weights and activations everywhere.
     Float32,
     /// int8 weights (per output channel) for every linear layer of encoder and decoder and the
-    /// vocabulary projection, activations quantized per row on the fly; the convolution stem,
-    /// attention scores, layer norms and the cache stay f32.
+    /// vocabulary projection, activations quantized per row on the fly; the cross-attention
+    /// keys and values are stored in f16; the convolution stem, attention scores, layer norms
+    /// and the self-attention cache stay f32.
     Int8,
 }
 
@@ -81,6 +83,9 @@ enum Weight {
     F32(Tensor),
     /// int8 per output channel, packed for [`matmul_i8`]; the bias is applied in its epilogue.
     I8(Arc<I8Linear>),
+    /// f32 packed in channel panels for products with a few rows ([`matmul_panels`]); the bias
+    /// is applied in its epilogue.
+    Panels(Arc<PanelLinear>),
     /// 8-bit weights as onnxruntime stores them, run with its per-tensor activation
     /// quantization ([`matmul_u8_asym`]); the bias is applied in the epilogue.
     U8Asym(Arc<AsymLinear>),
@@ -140,6 +145,29 @@ impl Linear {
         })
     }
 
+    /// Repacks f32 weights for layers that only ever see a few rows at a time (a decoder's
+    /// per-token layers): the weights then cross the memory bus once per call instead of being
+    /// repacked by the GEMM (no-op for quantized layers and off the CPU).
+    pub fn for_few_rows(self) -> candle_core::Result<Self> {
+        let Weight::F32(w) = &self.w else {
+            return Ok(self);
+        };
+        if !w.device().is_cpu() {
+            return Ok(self);
+        }
+        let (out, inp) = w.dims2()?;
+        let packed = PackedF32::pack(&w.flatten_all()?.to_vec1::<f32>()?, out, inp);
+        let bias = match &self.b {
+            Some(b) => Some(b.to_vec1::<f32>()?),
+            None => None,
+        };
+        Ok(Self {
+            w: Weight::Panels(Arc::new(PanelLinear { w: packed, bias })),
+            b: None,
+            out,
+        })
+    }
+
     /// x: [.., in] → [.., out].
     pub fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         let dims = x.dims().to_vec();
@@ -158,6 +186,7 @@ impl Linear {
             Weight::F32(w) if rows <= FEW_ROWS => w.matmul(&x.t()?)?.t()?,
             Weight::F32(w) => x.matmul(&w.t()?)?,
             Weight::I8(op) => x.contiguous()?.apply_op1_no_bwd(op.as_ref())?,
+            Weight::Panels(op) => x.contiguous()?.apply_op1_no_bwd(op.as_ref())?,
             Weight::U8Asym(lin) => x.contiguous()?.apply_op1_no_bwd(&AsymCall { lin, group })?,
         };
         let y = match &self.b {
@@ -188,6 +217,27 @@ impl CustomOp1 for I8Linear {
         let m = x.len() / k;
         let mut out = vec![0f32; m * n];
         matmul_i8(x, m, &self.w, self.bias.as_deref(), &mut out);
+        Ok((CpuStorage::F32(out), Shape::from((m, n))))
+    }
+}
+
+/// `[m, in] → [m, out]` through the panel kernel, bias included.
+pub(crate) struct PanelLinear {
+    w: PackedF32,
+    bias: Option<Vec<f32>>,
+}
+
+impl CustomOp1 for PanelLinear {
+    fn name(&self) -> &'static str {
+        "dicta-f32-panel-linear"
+    }
+
+    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        let x = f32_input(s, l)?;
+        let (k, n) = (self.w.k(), self.w.n());
+        let m = x.len() / k;
+        let mut out = vec![0f32; m * n];
+        matmul_panels(x, m, &self.w, self.bias.as_deref(), &mut out);
         Ok((CpuStorage::F32(out), Shape::from((m, n))))
     }
 }
