@@ -189,20 +189,81 @@ pub fn matmul_i8_at(
     if m == 0 || n == 0 {
         return;
     }
-    out.par_chunks_mut(ROWS_PER_TASK * n)
-        .enumerate()
-        .for_each(|(task, out)| {
-            let row0 = task * ROWS_PER_TASK;
-            let rows = out.len() / n;
-            let (a, sa) = quantize_rows(&x[row0 * k..(row0 + rows) * k], rows, k, w.k4);
-            let mut tile = [[0i32; NR]; MR];
-            for p in (0..w.n_pad / PANEL).step_by(2) {
-                for r in (0..rows).step_by(MR) {
-                    tile_at(level, &a[r * w.k4..], w, p, &mut tile);
-                    epilogue(&tile, w, p * PANEL, &sa[r..], bias, out, r, rows, n);
-                }
+    par_tiles(out, m, n, w.n_pad / NR, |row0, rows, pairs, out| {
+        let (a, sa) = quantize_rows(&x[row0 * k..(row0 + rows) * k], rows, k, w.k4);
+        let mut tile = [[0i32; NR]; MR];
+        for pair in pairs {
+            let p = 2 * pair;
+            for r in (0..rows).step_by(MR) {
+                tile_at(level, &a[r * w.k4..], w, p, &mut tile);
+                epilogue(&tile, w, p * PANEL, &sa[r..], bias, out, r, rows, n);
             }
-        });
+        }
+    });
+}
+
+/// Disjoint parts of an output `[m, n]` written from parallel tasks.
+#[derive(Clone, Copy)]
+pub(super) struct OutRows {
+    ptr: *mut f32,
+    row0: usize,
+    rows: usize,
+    n: usize,
+}
+
+// SAFETY: tasks write disjoint (row, channel) cells (see `par_tiles`) and nothing reads them
+// until every task is done.
+unsafe impl Send for OutRows {}
+unsafe impl Sync for OutRows {}
+
+impl OutRows {
+    /// Row `r` (counted from the task's first row), channels `c0..c0 + len`.
+    ///
+    /// # Panics
+    /// Outside the task's rows or the output's channels.
+    pub(super) fn cols(&mut self, r: usize, c0: usize, len: usize) -> &mut [f32] {
+        assert!(r < self.rows && c0 + len <= self.n, "tile outside its task");
+        // SAFETY: in bounds (asserted; the task's rows lie inside `out`), and `par_tiles`
+        // gives these cells to this task alone; `&mut self` keeps one slice alive at a time.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.add((self.row0 + r) * self.n + c0), len) }
+    }
+}
+
+/// Runs `f(row0, rows, pairs, out)` over tasks that cover `out [m, n]`: blocks of
+/// [`ROWS_PER_TASK`] rows, and when there are too few of those for the threads (a decoder
+/// step has 1–40 rows), ranges of panel pairs too, so that every core streams part of the
+/// weights. Every output cell is computed the same way whatever the split.
+pub(super) fn par_tiles(
+    out: &mut [f32],
+    m: usize,
+    n: usize,
+    pairs: usize,
+    f: impl Fn(usize, usize, std::ops::Range<usize>, &mut OutRows) + Sync,
+) {
+    assert_eq!(out.len(), m * n, "out is not [m, n]");
+    let row_blocks = m.div_ceil(ROWS_PER_TASK);
+    let want = 4 * rayon::current_num_threads();
+    // At least 8 panel pairs (256 channels) per task, so a task amortises its quantization.
+    let splits = want.div_ceil(row_blocks).clamp(1, pairs.div_ceil(8).max(1));
+    let per_split = pairs.div_ceil(splits);
+    let ptr = out.as_mut_ptr() as usize;
+    (0..row_blocks * splits).into_par_iter().for_each(|task| {
+        let (block, split) = (task / splits, task % splits);
+        let row0 = block * ROWS_PER_TASK;
+        let rows = ROWS_PER_TASK.min(m - row0);
+        let p0 = split * per_split;
+        let p1 = (p0 + per_split).min(pairs);
+        if p0 >= p1 {
+            return;
+        }
+        let mut o = OutRows {
+            ptr: ptr as *mut f32,
+            row0,
+            rows,
+            n,
+        };
+        f(row0, rows, p0..p1, &mut o);
+    });
 }
 
 /// Panics unless `x` is `[m, k]`, `out` `[m, n]`, `bias` (if any) `[n]` and this CPU runs
@@ -275,26 +336,53 @@ unsafe fn quantize_row_avx2(row: &[f32], out: &mut [u8]) -> f32 {
 /// poisons its outputs as in f32), and the shifted bytes in `out`.
 #[inline(always)]
 fn quantize_row(row: &[f32], out: &mut [u8]) -> f32 {
-    // Plain comparisons (not `f32::max`) so the loops vectorise.
-    let amax = row
-        .iter()
-        .fold(0f32, |m, v| if v.abs() > m { v.abs() } else { m });
-    // The comparisons skip NaNs, so look for them apart.
-    if !amax.is_finite() || row.iter().any(|v| v.is_nan()) {
+    // Eight lanes of plain comparisons, so that the scan vectorises (a serial fold, or
+    // `f32::max`, does not). The maximum is exact in any order; a NaN fails every comparison,
+    // so it is flagged apart (`v != v`).
+    let (mut amax, mut nan) = ([0f32; 8], [false; 8]);
+    let mut chunks = row.chunks_exact(8);
+    for c in &mut chunks {
+        for l in 0..8 {
+            let a = c[l].abs();
+            amax[l] = if a > amax[l] { a } else { amax[l] };
+            nan[l] |= c[l].is_nan();
+        }
+    }
+    let mut m = 0f32;
+    let mut any_nan = nan.iter().any(|&b| b);
+    for &v in chunks.remainder() {
+        m = if v.abs() > m { v.abs() } else { m };
+        any_nan |= v.is_nan();
+    }
+    for a in amax {
+        m = if a > m { a } else { m };
+    }
+    if !m.is_finite() || any_nan {
         return f32::NAN;
     }
-    if amax == 0.0 {
+    if m == 0.0 {
         return 0.0;
     }
-    let inv = 127.0 / amax;
+    let inv = 127.0 / m;
     // Adding and subtracting 1.5·2²³ rounds half to even (|v| ≤ 127 here), as
     // `round_ties_even` does, without a libm call per element.
     const MAGIC: f32 = 12_582_912.0;
-    for (o, v) in out.iter_mut().zip(row) {
-        let q = ((v * inv) + MAGIC) - MAGIC;
-        *o = (q.clamp(-127.0, 127.0) as i32 + 128) as u8;
+    if !inv.is_finite() {
+        // A tiny subnormal maximum: 0 · ∞ would be NaN, which `as` maps to 0 (the old path).
+        for (o, v) in out.iter_mut().zip(row) {
+            let q = ((v * inv) + MAGIC) - MAGIC;
+            *o = (q.clamp(-127.0, 127.0) as i32 + 128) as u8;
+        }
+        return m / 127.0;
     }
-    amax / 127.0
+    for (o, v) in out.iter_mut().zip(row) {
+        let q = (((v * inv) + MAGIC) - MAGIC).clamp(-127.0, 127.0);
+        // SAFETY: v and inv are finite and |v · inv| ≤ 127 (up to rounding, then clamped), so
+        // q is a finite integer within ±127; unchecked, the conversion vectorises (`as` adds
+        // per-element NaN checks).
+        *o = (unsafe { q.to_int_unchecked::<i32>() } + 128) as u8;
+    }
+    m / 127.0
 }
 
 /// `out = (acc - comp) · scale_row · scale_channel + bias` for one tile, shared by every
@@ -307,7 +395,7 @@ fn epilogue(
     c0: usize,
     sa: &[f32],
     bias: Option<&[f32]>,
-    out: &mut [f32],
+    out: &mut OutRows,
     r0: usize,
     rows: usize,
     n: usize,
@@ -318,7 +406,7 @@ fn epilogue(
         .enumerate()
         .take(rows.saturating_sub(r0).min(MR))
     {
-        let o = &mut out[(r0 + i) * n + c0..(r0 + i) * n + c0 + cols];
+        let o = out.cols(r0 + i, c0, cols);
         for (j, y) in o.iter_mut().enumerate() {
             let c = c0 + j;
             let v = (acc[j] - w.comp[c]) as f32 * (sa[i] * w.scales[c]);
@@ -448,6 +536,8 @@ mod tests {
             (70, 100, 384),
             (130, 48, 1536),
             (65, 1152, 384),
+            // Few rows, many channels: tasks split the channels too (`par_tiles`).
+            (5, 2000, 96),
         ] {
             let x: Vec<f32> = (0..m * k).map(|_| lcg(&mut seed)).collect();
             let w: Vec<f32> = (0..n * k).map(|_| lcg(&mut seed) * 0.2).collect();
@@ -474,6 +564,78 @@ mod tests {
                 .map(|(a, b)| (a - b).abs())
                 .fold(0f32, f32::max);
             assert!(worst < tol, "m {m} n {n} k {k}: max error {worst} > {tol}");
+        }
+    }
+
+    /// Each row's result is the same whatever else shares the call, bit for bit, including
+    /// calls whose tasks split the channels.
+    #[test]
+    fn rows_alone_equal_rows_in_a_call() {
+        let mut seed = 7u64;
+        let (n, k) = (3000, 64);
+        let w: Vec<f32> = (0..n * k).map(|_| lcg(&mut seed) * 0.2).collect();
+        let packed = PackedI8::quantize(&w, n, k);
+        for m in [2usize, 9, 70] {
+            let x: Vec<f32> = (0..m * k).map(|_| lcg(&mut seed)).collect();
+            let mut all = vec![0f32; m * n];
+            matmul_i8(&x, m, &packed, None, &mut all);
+            for r in [0, m - 1] {
+                let mut one = vec![0f32; n];
+                matmul_i8(&x[r * k..(r + 1) * k], 1, &packed, None, &mut one);
+                assert_eq!(one, all[r * n..(r + 1) * n], "row {r} of {m}");
+            }
+        }
+    }
+
+    /// The vectorised quantizer gives the formula's bytes and scale: `round_ties_even(v · 127
+    /// / amax)` shifted by 128; NaN for rows with NaN or infinity; 0 for zero rows; and rows
+    /// whose maximum is so small that 127 / amax overflows.
+    #[test]
+    fn row_quantization_follows_the_formula() {
+        let mut seed = 3u64;
+        let mut rows: Vec<Vec<f32>> = vec![
+            (0..37).map(|_| lcg(&mut seed) * 4.0).collect(),
+            vec![0.0; 19],
+            vec![
+                0.5,
+                -0.5,
+                1.5 / 127.0,
+                2.5 / 127.0,
+                1.0,
+                -1.0,
+                0.25,
+                0.0,
+                3.0 / 254.0,
+            ],
+            vec![1e-40, 0.0, -1e-40, 5e-41, 0.0, 0.0, 0.0, 0.0, 1e-45],
+        ];
+        let mut with_nan: Vec<f32> = (0..20).map(|_| lcg(&mut seed)).collect();
+        with_nan[13] = f32::NAN;
+        rows.push(with_nan);
+        let mut with_inf: Vec<f32> = (0..9).map(|_| lcg(&mut seed)).collect();
+        with_inf[8] = f32::NEG_INFINITY;
+        rows.push(with_inf);
+        for (i, row) in rows.iter().enumerate() {
+            let mut got = vec![128u8; row.len()];
+            let scale = quantize_row(row, &mut got);
+            let amax = row
+                .iter()
+                .fold(0f32, |m, v| if v.abs() > m { v.abs() } else { m });
+            if !amax.is_finite() || row.iter().any(|v| v.is_nan()) {
+                assert!(scale.is_nan(), "row {i}");
+                continue;
+            }
+            if amax == 0.0 {
+                assert_eq!(scale, 0.0, "row {i}");
+                continue;
+            }
+            let inv = 127.0 / amax;
+            let want: Vec<u8> = row
+                .iter()
+                .map(|v| ((v * inv).round_ties_even().clamp(-127.0, 127.0) as i32 + 128) as u8)
+                .collect();
+            assert_eq!(got, want, "row {i}");
+            assert_eq!(scale, amax / 127.0, "row {i}");
         }
     }
 

@@ -10,9 +10,7 @@
 //! `i32`. A "tensor" is a group of consecutive rows chosen by the caller (one recording's
 //! frames, or one decoder row), so a row's result never depends on other groups.
 
-use rayon::prelude::*;
-
-use super::{check_args, tile_at, Level, PackedI8, MR, NR, PANEL, ROWS_PER_TASK};
+use super::{check_args, par_tiles, tile_at, Level, PackedI8, MR, NR, PANEL};
 
 /// 8-bit weights of one onnxruntime quantized matmul, packed for the byte kernels.
 #[derive(Debug, Clone)]
@@ -153,39 +151,36 @@ pub fn matmul_u8_asym_at(
         }
     }
     let base = w.shift - w.zb;
-    out.par_chunks_mut(ROWS_PER_TASK * n)
-        .enumerate()
-        .for_each(|(task, out)| {
-            let row0 = task * ROWS_PER_TASK;
-            let rows = out.len() / n;
-            let mut tile = [[0i32; NR]; MR];
-            for p in (0..w.w.n_pad / PANEL).step_by(2) {
-                for r in (0..rows).step_by(MR) {
-                    tile_at(level, &a[(row0 + r) * k4..], &w.w, p, &mut tile);
-                    let (c0, cols) = (p * PANEL, NR.min(n - p * PANEL));
-                    let colsum = &w.colsum[c0..c0 + cols];
-                    for (i, acc) in tile.iter().enumerate().take((rows - r).min(MR)) {
-                        let row = row0 + r + i;
-                        let o = &mut out[(r + i) * n + c0..(r + i) * n + c0 + cols];
-                        match row_params[row] {
-                            Some((sa, za)) => {
-                                // Hoisted per row so the column loop vectorises.
-                                let (mult, off) = (sa * w.scale, base * rowsum[row]);
-                                for ((y, &a), &cs) in o.iter_mut().zip(&acc[..cols]).zip(colsum) {
-                                    *y = (a + off - za * cs) as f32 * mult;
-                                }
+    par_tiles(out, m, n, w.w.n_pad / NR, |row0, rows, pairs, out| {
+        let mut tile = [[0i32; NR]; MR];
+        for pair in pairs {
+            let p = 2 * pair;
+            for r in (0..rows).step_by(MR) {
+                tile_at(level, &a[(row0 + r) * k4..], &w.w, p, &mut tile);
+                let (c0, cols) = (p * PANEL, NR.min(n - p * PANEL));
+                let colsum = &w.colsum[c0..c0 + cols];
+                for (i, acc) in tile.iter().enumerate().take((rows - r).min(MR)) {
+                    let row = row0 + r + i;
+                    let o = out.cols(r + i, c0, cols);
+                    match row_params[row] {
+                        Some((sa, za)) => {
+                            // Hoisted per row so the column loop vectorises.
+                            let (mult, off) = (sa * w.scale, base * rowsum[row]);
+                            for ((y, &a), &cs) in o.iter_mut().zip(&acc[..cols]).zip(colsum) {
+                                *y = (a + off - za * cs) as f32 * mult;
                             }
-                            None => o.fill(if nan_rows[row] { f32::NAN } else { 0.0 }),
                         }
-                        if let Some(b) = bias {
-                            for (y, &b) in o.iter_mut().zip(&b[c0..c0 + cols]) {
-                                *y += b;
-                            }
+                        None => o.fill(if nan_rows[row] { f32::NAN } else { 0.0 }),
+                    }
+                    if let Some(b) = bias {
+                        for (y, &b) in o.iter_mut().zip(&b[c0..c0 + cols]) {
+                            *y += b;
                         }
                     }
                 }
             }
-        });
+        }
+    });
 }
 
 #[cfg(test)]
