@@ -407,13 +407,21 @@ fn epilogue(
         .take(rows.saturating_sub(r0).min(MR))
     {
         let o = out.cols(r0 + i, c0, cols);
-        for (j, y) in o.iter_mut().enumerate() {
-            let c = c0 + j;
-            let v = (acc[j] - w.comp[c]) as f32 * (sa[i] * w.scales[c]);
-            *y = match bias {
-                Some(b) => v + b[c],
-                None => v,
-            };
+        let (comp, scales) = (&w.comp[c0..c0 + cols], &w.scales[c0..c0 + cols]);
+        let s = sa[i];
+        // One loop per case, over slices, so that each vectorises.
+        match bias {
+            Some(b) => {
+                let b = &b[c0..c0 + cols];
+                for j in 0..cols {
+                    o[j] = (acc[j] - comp[j]) as f32 * (s * scales[j]) + b[j];
+                }
+            }
+            None => {
+                for j in 0..cols {
+                    o[j] = (acc[j] - comp[j]) as f32 * (s * scales[j]);
+                }
+            }
         }
     }
 }
