@@ -46,6 +46,10 @@ pub struct ServeArgs {
     /// Requests coalesced into one engine call at most.
     #[arg(long, default_value_t = 8)]
     pub max_group: usize,
+    /// Requests with more audio than this (seconds) run in a second lane beside the short
+    /// ones, taking turns on the model window by window; 0 keeps one lane.
+    #[arg(long, default_value_t = 120.0)]
+    pub long_request_s: f64,
     /// Largest request body (MiB); larger ones are answered 413.
     #[arg(long, default_value_t = 64)]
     pub max_body_mib: u64,
@@ -300,6 +304,7 @@ pub fn run(args: &ServeArgs, g: &Globals) -> Result<u8> {
         batch_wait_ms: args.batch_wait_ms,
         max_queue: args.max_queue,
         max_group: args.max_group,
+        long_request_seconds: args.long_request_s,
         max_body_mib: args.max_body_mib,
         max_inputs: args.max_inputs,
         max_audio_seconds: args.max_audio_seconds,

@@ -250,3 +250,56 @@ fn abandoned_work_is_cancelled_and_the_next_request_is_served_at_once() {
         "both abandoned uploads were cancelled midway"
     );
 }
+
+/// A short request that arrives while a long upload is being transcribed is answered while the
+/// long one still runs (its own lane, windows taking turns on the model), with its usual text.
+/// Before, it waited in the same batcher until the long request was done or abandoned.
+#[test]
+fn a_short_request_is_answered_while_a_long_upload_runs() {
+    let Some(model) = model_dir() else { return };
+    let long = temp_file("long-lane.wav", &long_jfk(55)); // 605 s: far more than 20 s of model time
+    let server = Server::start(&model, &[]);
+    let (status, v) = post_openai(&server.base, Path::new(&jfk()), &[]);
+    assert_eq!(status, 200, "{v}");
+    let want = words(&v);
+
+    let long_done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let upload = {
+        let (url, long, done) = (
+            format!("{}/v1/audio/transcriptions", server.base),
+            long.clone(),
+            long_done.clone(),
+        );
+        std::thread::spawn(move || {
+            // The client gives up after 20 s, which cancels the rest of its work.
+            let (_, code) = curl(&[
+                "-o",
+                "/dev/null",
+                "--max-time",
+                "20",
+                "-F",
+                &format!("file=@{}", long.display()),
+                &url,
+            ]);
+            done.store(true, std::sync::atomic::Ordering::SeqCst);
+            code
+        })
+    };
+    // Let the long request reach the model first.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let t = Instant::now();
+    let (status, v) = post_openai(&server.base, Path::new(&jfk()), &[]);
+    let short_s = t.elapsed().as_secs_f64();
+    let long_still_running = !long_done.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!((status, words(&v)), (200, want));
+    assert!(
+        long_still_running,
+        "the short request was answered only after the long one ended ({short_s:.1} s)"
+    );
+    assert_eq!(
+        upload.join().unwrap(),
+        Some(28),
+        "the long upload should have run past 20 s"
+    );
+    eprintln!("jfk behind a 605 s upload: {short_s:.2} s");
+}

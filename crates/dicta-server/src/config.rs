@@ -26,6 +26,10 @@ pub struct ServerConfig {
     /// Most inputs (recordings) in one backend call, over all the requests of a group. A single
     /// request larger than this still runs, alone.
     pub max_group_inputs: usize,
+    /// Requests holding more audio seconds than this go to each model's second batcher (the
+    /// long lane), so a long upload and the short requests behind it are transcribed at the
+    /// same time, taking turns on the model window by window. `0` keeps one lane.
+    pub long_request_seconds: f64,
     /// Largest request body in MiB; larger → 413.
     pub max_body_mib: u64,
     /// Most inputs in one `/transcribe` request; more → 413.
@@ -64,6 +68,7 @@ impl Default for ServerConfig {
             max_queue: 32,
             max_group: 8,
             max_group_inputs: 64,
+            long_request_seconds: 120.0,
             max_body_mib: 64,
             max_inputs: 16,
             max_audio_seconds: 3600.0,
@@ -101,6 +106,12 @@ impl ServerConfig {
                     "{name} must be a positive number, got {value}"
                 )));
             }
+        }
+        if !self.long_request_seconds.is_finite() || self.long_request_seconds < 0.0 {
+            return Err(Error::invalid_input(format!(
+                "long_request_seconds must be 0 or more, got {}",
+                self.long_request_seconds
+            )));
         }
         if self.max_body_mib > (1 << 20) {
             return Err(Error::invalid_input(format!(

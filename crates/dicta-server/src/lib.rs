@@ -148,25 +148,33 @@ impl Bound {
         let mut warmed = Vec::new();
         for (backend, name) in backends.iter().zip(&names) {
             let flag = Arc::new(AtomicBool::new(false));
+            let setup = |warm_up: bool| WorkerSetup {
+                backend: backend.clone(),
+                limits: GroupLimits {
+                    max_requests: cfg.max_group,
+                    max_inputs: cfg.max_group_inputs,
+                },
+                wait: cfg.batch_wait(),
+                metrics: metrics.clone(),
+                ready: flag.clone(),
+                warm_up,
+            };
             let (queue_tx, queue_rx) = mpsc::sync_channel(cfg.max_queue);
             let (warmed_tx, warmed_rx) = oneshot::channel();
-            workers.push(worker::spawn(
-                WorkerSetup {
-                    backend: backend.clone(),
-                    limits: GroupLimits {
-                        max_requests: cfg.max_group,
-                        max_inputs: cfg.max_group_inputs,
-                    },
-                    wait: cfg.batch_wait(),
-                    metrics: metrics.clone(),
-                    ready: flag.clone(),
-                },
-                queue_rx,
-                warmed_tx,
-            )?);
+            workers.push(worker::spawn(setup(true), queue_rx, warmed_tx)?);
+            // The long lane: long requests run beside the short ones (the engine interleaves
+            // their windows on the model).
+            let long_queue = if cfg.long_request_seconds > 0.0 {
+                let (tx, rx) = mpsc::sync_channel(cfg.max_queue);
+                workers.push(worker::spawn(setup(false), rx, oneshot::channel().0)?);
+                Some(tx)
+            } else {
+                None
+            };
             queues.push(pipeline::ModelQueue {
                 name: name.clone(),
                 queue: queue_tx,
+                long_queue,
                 translation: backend.supports_translation(),
             });
             ready.push(flag);

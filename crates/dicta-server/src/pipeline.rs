@@ -54,6 +54,9 @@ pub(crate) struct ModelQueue {
     pub name: String,
     /// Its batcher (capacity at least `cfg.max_queue`).
     pub queue: mpsc::SyncSender<Job>,
+    /// Its second batcher, for requests of more than `cfg.long_request_seconds` of audio
+    /// (`None`: one lane).
+    pub long_queue: Option<mpsc::SyncSender<Job>>,
     /// Whether it translates.
     pub translation: bool,
 }
@@ -229,7 +232,16 @@ impl Pipeline {
             permit,
             reservation,
         };
-        self.models[m].queue.try_send(job).map_err(|e| match e {
+        // A long request gets its own lane: it shares the model with the short ones behind it
+        // instead of holding their batcher until it is done.
+        let samples: usize = job.inputs.iter().map(|i| i.samples.len()).sum();
+        let long =
+            samples as f64 > self.cfg.long_request_seconds * f64::from(dicta_audio::SAMPLE_RATE);
+        let queue = match (&self.models[m].long_queue, long) {
+            (Some(q), true) => q,
+            _ => &self.models[m].queue,
+        };
+        queue.try_send(job).map_err(|e| match e {
             // Unreachable while permits bound the queue; kept as an honest answer.
             mpsc::TrySendError::Full(_) => Error::new(
                 ErrorKind::Overloaded,

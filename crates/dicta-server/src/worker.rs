@@ -60,6 +60,9 @@ pub(crate) struct WorkerSetup {
     pub wait: std::time::Duration,
     pub metrics: Arc<Metrics>,
     pub ready: Arc<AtomicBool>,
+    /// Whether this batcher warms the backend up and sets `ready` (a model's second lane does
+    /// not: the first one did).
+    pub warm_up: bool,
 }
 
 /// Starts the batcher thread. It warms the backend up (reporting the result on `warmed`),
@@ -76,26 +79,13 @@ pub(crate) fn spawn(
 }
 
 fn run(setup: WorkerSetup, mut rx: mpsc::Receiver<Job>, warmed: oneshot::Sender<Result<()>>) {
-    let started = Instant::now();
-    let warm = catch_unwind(AssertUnwindSafe(|| setup.backend.warm_up())).unwrap_or_else(|p| {
-        Err(Error::internal(format!(
-            "warm-up panicked: {}",
-            panic_text(&p)
-        )))
-    });
-    if let Err(e) = warm {
-        tracing::error!(error = %e, "backend warm-up failed");
-        let _ = warmed.send(Err(e));
-        return;
+    if setup.warm_up {
+        if !warm(&setup, warmed) {
+            return;
+        }
+    } else {
+        let _ = warmed.send(Ok(()));
     }
-    setup.ready.store(true, Ordering::Release);
-    tracing::info!(
-        model = %setup.backend.model_name(),
-        seconds = started.elapsed().as_secs_f64(),
-        "backend warmed up; ready"
-    );
-    let _ = warmed.send(Ok(()));
-
     let mut coalescer = Coalescer::new(setup.limits, setup.wait);
     while let Some(mut group) = coalescer.next_group(&mut rx) {
         group.drop_abandoned();
@@ -108,6 +98,31 @@ fn run(setup: WorkerSetup, mut rx: mpsc::Receiver<Job>, warmed: oneshot::Sender<
         }
     }
     tracing::info!("batcher stopped");
+}
+
+/// Warms the backend up and reports on `warmed`; false when it failed (the batcher then stops,
+/// and the server with it).
+fn warm(setup: &WorkerSetup, warmed: oneshot::Sender<Result<()>>) -> bool {
+    let started = Instant::now();
+    let warm = catch_unwind(AssertUnwindSafe(|| setup.backend.warm_up())).unwrap_or_else(|p| {
+        Err(Error::internal(format!(
+            "warm-up panicked: {}",
+            panic_text(&p)
+        )))
+    });
+    if let Err(e) = warm {
+        tracing::error!(error = %e, "backend warm-up failed");
+        let _ = warmed.send(Err(e));
+        return false;
+    }
+    setup.ready.store(true, Ordering::Release);
+    tracing::info!(
+        model = %setup.backend.model_name(),
+        seconds = started.elapsed().as_secs_f64(),
+        "backend warmed up; ready"
+    );
+    let _ = warmed.send(Ok(()));
+    true
 }
 
 /// One backend call for a group, and the answers back to each job.

@@ -214,7 +214,7 @@ impl CtcBackend {
         &self,
         audio: &mut Prefetch<'_>,
         config: &EngineConfig,
-        acoustic: &Mutex<()>,
+        acoustic: &super::Turns,
         stats: &mut Stats,
     ) -> Vec<Result<Transcript>> {
         self.pipeline(audio, config, acoustic, stats, &|j| self.to_transcript(j))
@@ -225,7 +225,7 @@ impl CtcBackend {
         &self,
         audio: &mut Prefetch<'_>,
         config: &EngineConfig,
-        acoustic: &Mutex<()>,
+        acoustic: &super::Turns,
         stats: &mut Stats,
     ) -> Vec<Result<LogProbs>> {
         let v = self.vocab.len();
@@ -241,7 +241,7 @@ impl CtcBackend {
         &self,
         audio: &mut Prefetch<'_>,
         config: &EngineConfig,
-        acoustic: &Mutex<()>,
+        acoustic: &super::Turns,
         stats: &mut Stats,
         finish: &(dyn Fn(Joined) -> Result<R> + Sync),
     ) -> Vec<Result<R>> {
@@ -374,7 +374,7 @@ impl CtcBackend {
         n_samples: &[usize],
         remaining: &mut [usize],
         results: &mut [Option<Result<R>>],
-        acoustic: &Mutex<()>,
+        acoustic: &super::Turns,
         job_tx: &mpsc::SyncSender<Joined>,
         ls: &mut LoopStats,
     ) -> bool {
@@ -401,7 +401,7 @@ impl CtcBackend {
                         &samples[w.recording][w.start_sample..w.end_sample()]
                     })
                     .collect();
-                let _guard = acoustic.lock().unwrap_or_else(|p| p.into_inner());
+                let _turn = acoustic.take();
                 self.model.forward(&waves)
             };
             ls.model_seconds += t.elapsed().as_secs_f64();

@@ -25,6 +25,8 @@
 //!   `decode_workers` threads while the model runs the next batches.
 
 pub mod ctc;
+mod turns;
+pub use turns::{Turn, Turns};
 mod moonshine;
 mod pipeline;
 mod preprocess;
@@ -304,8 +306,8 @@ pub struct Engine {
     model_dir: PathBuf,
     /// Set when `threads` is given: every call runs inside it.
     pool: Option<rayon::ThreadPool>,
-    /// Serialises acoustic model calls of concurrent `transcribe` calls.
-    acoustic: Mutex<()>,
+    /// Turns on the model for concurrent `transcribe` calls (one batch of model work each).
+    acoustic: Turns,
     /// The streaming worker, started by the first `open_session` (see `stream.rs`).
     streams: Mutex<Option<std::sync::Arc<crate::stream::StreamEngine>>>,
     /// The voice activity detector of `config.vad_model`.
@@ -379,7 +381,7 @@ impl Engine {
             config,
             model_dir: model_dir.to_path_buf(),
             pool,
-            acoustic: Mutex::new(()),
+            acoustic: Turns::new(),
             streams: Mutex::new(None),
             vad,
             diarizer,

@@ -3,7 +3,6 @@
 //! while the decode threads decode the next group. Pieces of all recordings in a group share
 //! the length-sorted batches; a recording's transcript does not depend on its neighbours.
 
-use std::sync::Mutex;
 use std::time::Instant;
 
 use dicta_core::{Error, Result, Stats, Transcript};
@@ -25,7 +24,7 @@ pub(super) fn run(
     audio: &mut Prefetch<'_>,
     opts: &DecodeOptions,
     config: &EngineConfig,
-    acoustic: &Mutex<()>,
+    acoustic: &super::Turns,
     stats: &mut Stats,
 ) -> Vec<Result<Transcript>> {
     let mut results: Vec<Option<Result<Transcript>>> = (0..audio.len()).map(|_| None).collect();
@@ -38,7 +37,7 @@ pub(super) fn run(
         let samples: Vec<&[f32]> = group.iter().map(|(_, s)| s.as_ref()).collect();
         let model_start = Instant::now();
         let out = {
-            let _guard = acoustic.lock().unwrap_or_else(|p| p.into_inner());
+            let _turn = acoustic.take();
             crate::moonshine::transcribe(model, &samples, opts, config.batch_size)
         };
         stats.model_seconds += model_start.elapsed().as_secs_f64();

@@ -8,7 +8,6 @@
 //! (batched == alone, pinned by the tests), so grouping changes no result; it costs at most one
 //! part-filled batch per group.
 
-use std::sync::Mutex;
 use std::time::Instant;
 
 use dicta_core::{Error, Result, Stats, Transcript};
@@ -23,13 +22,13 @@ pub(super) const WINDOW_SAMPLES: usize = 30 * dicta_audio::SAMPLE_RATE as usize;
 
 /// Transcribes every input `audio` yields, group by group; inputs that failed to decode keep
 /// their error. Fills the audio seconds, model time, windows, batch sizes and long-form mode of
-/// `stats`. Model calls hold `acoustic` one group at a time.
+/// `stats`. Model work holds `acoustic` one batch of windows at a time.
 pub(super) fn run(
     whisper: &Whisper,
     audio: &mut Prefetch<'_>,
     opts: &DecodeOptions,
     config: &EngineConfig,
-    acoustic: &Mutex<()>,
+    acoustic: &super::Turns,
     stats: &mut Stats,
 ) -> Vec<Result<Transcript>> {
     let mut results: Vec<Option<Result<Transcript>>> = (0..audio.len()).map(|_| None).collect();
@@ -42,13 +41,17 @@ pub(super) fn run(
         }
         let samples: Vec<&[f32]> = group.iter().map(|(_, s)| s.as_ref()).collect();
         let model_start = Instant::now();
-        let decoded = {
-            let _guard = acoustic.lock().unwrap_or_else(|p| p.into_inner());
-            transcriber
-                .as_ref()
-                .map_err(Error::clone)
-                .and_then(|t| t.transcribe(&samples, opts, config.long_form, config.batch_size))
-        };
+        // The lock is taken per batch of model work inside, so concurrent calls (the server's
+        // request lanes) take turns window by window.
+        let decoded = transcriber.as_ref().map_err(Error::clone).and_then(|t| {
+            t.transcribe_gated(
+                &samples,
+                opts,
+                config.long_form,
+                config.batch_size,
+                Some(acoustic),
+            )
+        });
         stats.model_seconds += model_start.elapsed().as_secs_f64();
         match decoded {
             Ok(out) => {

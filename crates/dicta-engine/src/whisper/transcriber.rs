@@ -88,6 +88,21 @@ impl<'m> WhisperTranscriber<'m> {
         mode: LongFormMode,
         batch_size: usize,
     ) -> Result<TranscribeOutput> {
+        self.transcribe_gated(audios, opts, mode, batch_size, None)
+    }
+
+    /// [`WhisperTranscriber::transcribe`] taking a turn of `gate` for each batch of model work
+    /// (one pass of windows, a word alignment, a language detection): concurrent transcriptions
+    /// on one model then alternate batch by batch, so a short one is not held behind every
+    /// window of a long one (the engine's callers share the model this way).
+    pub fn transcribe_gated(
+        &self,
+        audios: &[&[f32]],
+        opts: &DecodeOptions,
+        mode: LongFormMode,
+        batch_size: usize,
+        gate: Option<&crate::engine::Turns>,
+    ) -> Result<TranscribeOutput> {
         opts.validate()?;
         if batch_size == 0 {
             return Err(Error::invalid_input("batch_size must be >= 1, got 0"));
@@ -103,6 +118,7 @@ impl<'m> WhisperTranscriber<'m> {
             model: self.model,
             opts,
             suppress: self.suppress_tokens(opts),
+            gate,
         };
         let mut out = TranscribeOutput {
             transcripts: Vec::with_capacity(audios.len()),
@@ -487,6 +503,7 @@ impl<'m> WhisperTranscriber<'m> {
                 .collect();
             out.batch_sizes.push(jobs.len());
             let refs: Vec<&WindowJob> = jobs.iter().collect();
+            let _turn = decoder.hold();
             let enc = decoder.encode(&refs)?;
             let mut cache = self.model.new_cache(&enc)?;
             let sot = candle_core::Tensor::from_vec(

@@ -89,9 +89,17 @@ pub(crate) struct WindowDecoder<'a> {
     pub opts: &'a DecodeOptions,
     /// Suppressed at every step.
     pub suppress: Vec<u32>,
+    /// Held for each batch of model work when several transcriptions share the model (see
+    /// [`super::transcriber::WhisperTranscriber::transcribe_gated`]).
+    pub gate: Option<&'a crate::engine::Turns>,
 }
 
 impl WindowDecoder<'_> {
+    /// Takes a turn of the gate (if any) for one batch of model work.
+    pub fn hold(&self) -> Option<crate::engine::Turn<'_>> {
+        self.gate.map(|g| g.take())
+    }
+
     /// Encodes the windows `[N, n_mels, 3000]` → encoder states `[N, 1500, d]`.
     pub fn encode(&self, jobs: &[&WindowJob]) -> Result<Tensor> {
         let n_mels = self.model.config.n_mels;
@@ -115,6 +123,7 @@ impl WindowDecoder<'_> {
         // Every model call of every long-form mode comes through here (and each temperature
         // of the fallback, below): abandoned work stops within one search.
         self.opts.cancel.check()?;
+        let _turn = self.hold();
         let enc = self.encode(jobs)?;
         let mut out: Vec<Option<Attempt>> = vec![None; jobs.len()];
         let sot = self.model.config.special.sot;
@@ -145,6 +154,7 @@ impl WindowDecoder<'_> {
     /// decoder pass over all requests with text, batched, on the encoder states `enc`
     /// `[N, 1500, d]` of [`WindowDecoder::decode_keep`]. Returns one result per request, in order.
     pub fn align(&self, enc: &Tensor, requests: &[AlignRequest]) -> Result<Vec<WindowWords>> {
+        let _turn = self.hold();
         let mut out = vec![WindowWords::default(); requests.len()];
         let live: Vec<usize> = (0..requests.len())
             .filter(|&i| !requests[i].text_tokens.is_empty())
