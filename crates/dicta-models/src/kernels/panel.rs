@@ -1,12 +1,13 @@
-//! f32 matrix products for a few rows against a large weight, as in a decoder step: every
-//! linear layer of Whisper's decoder and its vocabulary projection (51864 × 384 for tiny, 80 MB).
+//! f32 matrix products against weights packed once, at load: Whisper's f32 linear layers.
 //!
-//! With 1–40 rows these products are bound by reading the weights, and the GEMM repacks its
-//! operand on every call, reading the weights twice and writing a copy. Here the weights are
-//! packed once, at load, into panels of [`NC`] output channels (`[n/NC][k][NC]`, so each panel
-//! is one contiguous stream), and a register tile of up to [`MR`] rows × `NC` channels walks `k`
-//! once: the weights cross the memory bus once per call. Each output is one FMA chain over `k`
-//! in order, so a row's result does not depend on how many rows are in the call.
+//! In a decoder step (1–40 rows; the vocabulary projection alone is 51864 × 384 for tiny, 80 MB)
+//! the products are bound by reading the weights, and the GEMM repacked its operand on every
+//! call, reading the weights twice and writing a copy. Here the weights sit in panels of [`NC`]
+//! output channels (`[n/NC][k][NC]`, each panel one contiguous stream) and a register tile of
+//! up to [`MR`] rows × `NC` channels walks `k` once: few rows split the panels across tasks, so
+//! the weights cross the memory bus once per call; many rows (the encoder, 1500 per window)
+//! split into blocks of rows, each cached panel serving a whole block. Each output is one FMA
+//! chain over `k` in order, so a row's result does not depend on how many rows are in the call.
 //!
 //! Levels as in [`super::attention::Level`]: AVX-512F intrinsics, the portable tile compiled for
 //! AVX2+FMA, and portable Rust; tested against an f64 reference.
@@ -21,6 +22,8 @@ const NC: usize = 32;
 const MR: usize = 8;
 /// Panels per parallel task: enough work (≈ 0.8 MB of weights for k = 384) to amortise a task.
 const PANELS_PER_TASK: usize = 16;
+/// Rows per parallel task when there are many (a panel is reused by all of them while cached).
+const ROWS_PER_TASK: usize = 64;
 
 /// Weights `[n, k]` (row-major, one row per output channel) packed into channel panels.
 #[derive(Debug, Clone)]
@@ -91,38 +94,58 @@ pub fn matmul_panels_at(
     }
     let panels = n.div_ceil(NC);
     let ptr = OutPtr(out.as_mut_ptr());
-    (0..panels.div_ceil(PANELS_PER_TASK))
-        .into_par_iter()
-        .for_each(|task| {
-            let mut tile = [[0f32; NC]; MR];
-            for p in task * PANELS_PER_TASK..((task + 1) * PANELS_PER_TASK).min(panels) {
-                let c0 = p * NC;
-                let cols = NC.min(n - c0);
-                for r0 in (0..m).step_by(MR) {
-                    let rows = MR.min(m - r0);
-                    tile_at(
-                        level,
-                        &x[r0 * k..(r0 + rows) * k],
-                        rows,
-                        k,
-                        w.panel(p),
-                        &mut tile,
-                    );
-                    for (r, t) in tile.iter().enumerate().take(rows) {
-                        let at = (r0 + r) * n + c0;
-                        let mut vals = [0f32; NC];
-                        for c in 0..cols {
-                            vals[c] = t[c] + bias.map_or(0.0, |b| b[c0 + c]);
-                        }
-                        // SAFETY: `at..at + cols` is row r0 + r, channels c0.., inside `out`
-                        // ([m, n], asserted); only this task writes panel p's channels.
-                        unsafe {
-                            std::ptr::copy_nonoverlapping(vals.as_ptr(), ptr.get().add(at), cols)
-                        };
+    // A tile: rows r0.. (≤ MR) against panel p, bias added, written to `out`.
+    let run = |r0: usize, p: usize, tile: &mut [[f32; NC]; MR]| {
+        let c0 = p * NC;
+        let cols = NC.min(n - c0);
+        let rows = MR.min(m - r0);
+        tile_at(
+            level,
+            &x[r0 * k..(r0 + rows) * k],
+            rows,
+            k,
+            w.panel(p),
+            tile,
+        );
+        for (r, t) in tile.iter().enumerate().take(rows) {
+            let mut vals = [0f32; NC];
+            for c in 0..cols {
+                vals[c] = t[c] + bias.map_or(0.0, |b| b[c0 + c]);
+            }
+            // SAFETY: row r0 + r, channels c0..c0 + cols lie inside `out` ([m, n], asserted);
+            // each (row block, panel) pair belongs to one task.
+            unsafe {
+                std::ptr::copy_nonoverlapping(vals.as_ptr(), ptr.get().add((r0 + r) * n + c0), cols)
+            };
+        }
+    };
+    if m <= ROWS_PER_TASK {
+        // Few rows (decoder steps): tasks over panels, so every core streams part of the weights.
+        (0..panels.div_ceil(PANELS_PER_TASK))
+            .into_par_iter()
+            .for_each(|task| {
+                let mut tile = [[0f32; NC]; MR];
+                for p in task * PANELS_PER_TASK..((task + 1) * PANELS_PER_TASK).min(panels) {
+                    for r0 in (0..m).step_by(MR) {
+                        run(r0, p, &mut tile);
                     }
                 }
-            }
-        });
+            });
+    } else {
+        // Many rows (encoder): tasks over blocks of rows; each panel, once in cache, serves
+        // every row of the block.
+        (0..m.div_ceil(ROWS_PER_TASK))
+            .into_par_iter()
+            .for_each(|task| {
+                let mut tile = [[0f32; NC]; MR];
+                let r_end = ((task + 1) * ROWS_PER_TASK).min(m);
+                for p in 0..panels {
+                    for r0 in (task * ROWS_PER_TASK..r_end).step_by(MR) {
+                        run(r0, p, &mut tile);
+                    }
+                }
+            });
+    }
 }
 
 /// Raw output pointer shared by tasks that write disjoint channels.
@@ -266,6 +289,8 @@ mod tests {
             (8, 64, 384),
             (13, 100, 50),
             (40, 70, 384),
+            // Many rows: tasks over row blocks.
+            (130, 40, 96),
         ] {
             let (x, w, b) = (values(m * k, 1), values(n * k, 2), values(n, 3));
             let packed = PackedF32::pack(&w, n, k);

@@ -138,10 +138,10 @@ impl Mlp {
             fc2: self.fc2.quantize(ct).map_err(ce)?,
         })
     }
-    fn for_few_rows(self) -> Result<Self> {
+    fn packed(self) -> Result<Self> {
         Ok(Self {
-            fc1: self.fc1.for_few_rows().map_err(ce)?,
-            fc2: self.fc2.for_few_rows().map_err(ce)?,
+            fc1: self.fc1.packed().map_err(ce)?,
+            fc2: self.fc2.packed().map_err(ce)?,
         })
     }
     fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
@@ -194,7 +194,7 @@ impl Encoder {
         dev: &Device,
         ct: ComputeType,
     ) -> Result<Self> {
-        let q = |l: Linear| l.quantize(ct).map_err(ce);
+        let q = |l: Linear| l.quantize(ct).and_then(Linear::packed).map_err(ce);
         let d = c.n_audio_state;
         let conv = |wm: &mut WeightMap, p: &str, i: usize, stride: usize| -> Result<Conv1d> {
             let w = wm.take(&format!("{p}.weight"), &[d, i, 3], dev)?;
@@ -235,7 +235,9 @@ impl Encoder {
                     dev,
                 )?)?,
                 ln2: layer_norm(wm, &format!("{p}.final_layer_norm"), d, dev)?,
-                mlp: Mlp::load(wm, &p, d, c.n_audio_ffn, dev)?.quantize(ct)?,
+                mlp: Mlp::load(wm, &p, d, c.n_audio_ffn, dev)?
+                    .quantize(ct)?
+                    .packed()?,
                 n_head: c.n_audio_head,
             });
         }
@@ -299,8 +301,8 @@ impl Decoder {
         dev: &Device,
         ct: ComputeType,
     ) -> Result<Self> {
-        // Every per-token layer sees a few rows per call (int8 layers stay as they are).
-        let q = |l: Linear| l.quantize(ct).and_then(Linear::for_few_rows).map_err(ce);
+        // f32 layers on Dicta's panel kernel (int8 layers stay as they are).
+        let q = |l: Linear| l.quantize(ct).and_then(Linear::packed).map_err(ce);
         let d = c.n_text_state;
         let embed = wm.take("model.decoder.embed_tokens.weight", &[c.n_vocab, d], dev)?;
         let proj = if wm.tensors.contains_key("proj_out.weight") {
@@ -345,9 +347,14 @@ impl Decoder {
                     &["q"],
                     dev,
                 )?)?,
-                cross_kv: fused_proj(wm, &format!("{p}.encoder_attn"), d, h, &["k", "v"], dev)?
-                    .quantize(ct)
-                    .map_err(ce)?,
+                cross_kv: q(fused_proj(
+                    wm,
+                    &format!("{p}.encoder_attn"),
+                    d,
+                    h,
+                    &["k", "v"],
+                    dev,
+                )?)?,
                 cross_out: q(linear(
                     wm,
                     &format!("{p}.encoder_attn.out_proj"),
@@ -359,7 +366,7 @@ impl Decoder {
                 ln3: layer_norm(wm, &format!("{p}.final_layer_norm"), d, dev)?,
                 mlp: Mlp::load(wm, &p, d, c.n_text_ffn, dev)?
                     .quantize(ct)?
-                    .for_few_rows()?,
+                    .packed()?,
             });
         }
         let ln = layer_norm(wm, "model.decoder.layer_norm", d, dev)?;

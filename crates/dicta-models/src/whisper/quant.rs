@@ -83,8 +83,7 @@ enum Weight {
     F32(Tensor),
     /// int8 per output channel, packed for [`matmul_i8`]; the bias is applied in its epilogue.
     I8(Arc<I8Linear>),
-    /// f32 packed in channel panels for products with a few rows ([`matmul_panels`]); the bias
-    /// is applied in its epilogue.
+    /// f32 packed in channel panels ([`matmul_panels`]); the bias is applied in its epilogue.
     Panels(Arc<PanelLinear>),
     /// 8-bit weights as onnxruntime stores them, run with its per-tensor activation
     /// quantization ([`matmul_u8_asym`]); the bias is applied in the epilogue.
@@ -145,10 +144,11 @@ impl Linear {
         })
     }
 
-    /// Repacks f32 weights for layers that only ever see a few rows at a time (a decoder's
-    /// per-token layers): the weights then cross the memory bus once per call instead of being
-    /// repacked by the GEMM (no-op for quantized layers and off the CPU).
-    pub fn for_few_rows(self) -> candle_core::Result<Self> {
+    /// Repacks f32 weights into channel panels for Dicta's own f32 kernel ([`matmul_panels`]):
+    /// with a few rows (decoder steps) the weights then cross the memory bus once per call
+    /// instead of being repacked by the GEMM, and with many (the encoder) each cached panel
+    /// serves a block of rows (no-op for quantized layers and off the CPU).
+    pub fn packed(self) -> candle_core::Result<Self> {
         let Weight::F32(w) = &self.w else {
             return Ok(self);
         };
