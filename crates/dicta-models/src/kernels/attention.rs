@@ -15,52 +15,12 @@
 //! the two-GEMM path by float rounding only (the sums run in another order); the tests hold
 //! every level to an f64 reference.
 
-use super::{madd, softmax_in_place};
+use super::softmax_in_place;
 use candle_core::{Storage, Tensor};
 use rayon::prelude::*;
-use std::sync::OnceLock;
 
-/// Query rows per tile.
-const MR: usize = 8;
-/// Keys per score tile and value columns per output tile (two 16-lane vectors).
-const NC: usize = 32;
-
-/// Kernel implementations, fastest first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Level {
-    /// 512-bit FMA intrinsics.
-    Avx512,
-    /// Portable tiles compiled for AVX2 and FMA.
-    Avx2Fma,
-    /// Portable Rust.
-    Scalar,
-}
-
-impl Level {
-    /// Every level this CPU can run, fastest first (always ends with [`Level::Scalar`]).
-    pub fn available() -> &'static [Level] {
-        static LEVELS: OnceLock<Vec<Level>> = OnceLock::new();
-        LEVELS.get_or_init(|| {
-            let mut v = Vec::new();
-            #[cfg(target_arch = "x86_64")]
-            {
-                if is_x86_feature_detected!("avx512f") {
-                    v.push(Level::Avx512);
-                }
-                if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
-                    v.push(Level::Avx2Fma);
-                }
-            }
-            v.push(Level::Scalar);
-            v
-        })
-    }
-
-    /// The fastest level of this CPU.
-    pub fn best() -> Level {
-        Level::available()[0]
-    }
-}
+pub use super::tile::Level;
+use super::tile::{fma_tile, OutPtr, TileArgs, MR, NC};
 
 /// Where one of q, k, v lives: element `[n, h, t, d]` is `data[offset + n·seq + h·head + t·row + d]`.
 #[derive(Debug, Clone, Copy)]
@@ -128,20 +88,6 @@ fn heads_view<'a>(s: &'a Storage, l: &candle_core::Layout) -> candle_core::Resul
         head: st[1],
         row: st[2],
     })
-}
-
-/// Raw output pointer shared by tasks that write disjoint elements.
-#[derive(Clone, Copy)]
-struct OutPtr(*mut f32);
-// SAFETY: every task writes its own (sequence, head, query range) cells; nothing is read.
-unsafe impl Send for OutPtr {}
-unsafe impl Sync for OutPtr {}
-
-impl OutPtr {
-    /// Through a method, so closures capture the `Send` wrapper rather than the raw field.
-    fn get(self) -> *mut f32 {
-        self.0
-    }
 }
 
 /// [`self_attention`] on raw views at a given level (which the CPU must support); `out` is
@@ -218,7 +164,7 @@ fn attend_range(
     }
     let mut qb = vec![0f32; MR * dh];
     let mut s = vec![0f32; MR * tp];
-    let mut o = [[0f32; NC]; MR];
+    let mut o = [0f32; MR * NC];
     for i0 in (q0..q1).step_by(MR) {
         let rows = MR.min(q1 - i0);
         for r in 0..MR {
@@ -229,16 +175,42 @@ fn attend_range(
                 dst.fill(0.0);
             }
         }
+        // Scores: the block's queries against NC keys of Kᵀ at a time.
         for j in (0..tp).step_by(NC) {
-            scores_tile(level, &qb, &kt, tp, dh, j, &mut s);
+            fma_tile(
+                level,
+                TileArgs {
+                    a: &qb,
+                    a_stride: dh,
+                    rows: MR,
+                    k: dh,
+                    b: &kt[j..],
+                    b_stride: tp,
+                    out: &mut s[j..],
+                    out_stride: tp,
+                },
+            );
         }
         for r in 0..rows {
             softmax_at(level, &mut s[r * tp..r * tp + t]);
         }
+        // Output: the probabilities against NC value columns at a time.
         for c0 in (0..dh).step_by(NC) {
-            values_tile(level, &s, &vp, tp, t, dhp, c0, &mut o);
+            fma_tile(
+                level,
+                TileArgs {
+                    a: &s,
+                    a_stride: tp,
+                    rows: MR,
+                    k: t,
+                    b: &vp[c0..],
+                    b_stride: dhp,
+                    out: &mut o,
+                    out_stride: NC,
+                },
+            );
             let cols = NC.min(dh - c0);
-            for (r, orow) in o.iter().enumerate().take(rows) {
+            for (r, orow) in o.chunks_exact(NC).enumerate().take(rows) {
                 let at = ((seq * t + i0 + r) * h + head) * dh + c0;
                 // SAFETY: `at..at + cols` lies inside `out` ([N, T, H·Dh], checked by the caller)
                 // and belongs to this task alone (its sequence, head and query rows).
@@ -272,188 +244,6 @@ unsafe fn softmax_avx512(row: &mut [f32]) {
 #[target_feature(enable = "avx2,fma")]
 unsafe fn softmax_avx2(row: &mut [f32]) {
     softmax_in_place::<true>(row)
-}
-
-/// Scores `s[r][j..j + NC] = Σ_d qb[r][d] · kt[d][j + c]` for the [`MR`] rows of `qb` [MR][Dh].
-fn scores_tile(
-    level: Level,
-    qb: &[f32],
-    kt: &[f32],
-    tp: usize,
-    dh: usize,
-    j: usize,
-    s: &mut [f32],
-) {
-    match level {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: the caller checked the level against the CPU's features.
-        Level::Avx512 => unsafe { scores_avx512(qb, kt, tp, dh, j, s) },
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: as above.
-        Level::Avx2Fma => unsafe { scores_avx2(qb, kt, tp, dh, j, s) },
-        _ => scores_body::<false>(qb, kt, tp, dh, j, s),
-    }
-}
-
-/// Output `o[r][c] = Σ_j s[r][j] · vp[j][c0 + c]` over the `t` keys.
-#[allow(clippy::too_many_arguments)]
-fn values_tile(
-    level: Level,
-    s: &[f32],
-    vp: &[f32],
-    tp: usize,
-    t: usize,
-    dhp: usize,
-    c0: usize,
-    o: &mut [[f32; NC]; MR],
-) {
-    match level {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: the caller checked the level against the CPU's features.
-        Level::Avx512 => unsafe { values_avx512(s, vp, tp, t, dhp, c0, o) },
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: as above.
-        Level::Avx2Fma => unsafe { values_avx2(s, vp, tp, t, dhp, c0, o) },
-        _ => values_body::<false>(s, vp, tp, t, dhp, c0, o),
-    }
-}
-
-/// Rows per sub-tile of the portable kernels: 4 rows × 16 columns is 8 AVX2 accumulators.
-const SUB_R: usize = 4;
-const SUB_C: usize = 16;
-
-#[inline(always)]
-fn scores_body<const FMA: bool>(
-    qb: &[f32],
-    kt: &[f32],
-    tp: usize,
-    dh: usize,
-    j: usize,
-    s: &mut [f32],
-) {
-    for r0 in (0..MR).step_by(SUB_R) {
-        for c0 in (0..NC).step_by(SUB_C) {
-            let mut acc = [[0f32; SUB_C]; SUB_R];
-            for d in 0..dh {
-                let kr: &[f32; SUB_C] = kt[d * tp + j + c0..][..SUB_C].try_into().unwrap();
-                for (r, a) in acc.iter_mut().enumerate() {
-                    let x = qb[(r0 + r) * dh + d];
-                    for c in 0..SUB_C {
-                        a[c] = madd::<FMA>(x, kr[c], a[c]);
-                    }
-                }
-            }
-            for (r, a) in acc.iter().enumerate() {
-                s[(r0 + r) * tp + j + c0..][..SUB_C].copy_from_slice(a);
-            }
-        }
-    }
-}
-
-#[inline(always)]
-fn values_body<const FMA: bool>(
-    s: &[f32],
-    vp: &[f32],
-    tp: usize,
-    t: usize,
-    dhp: usize,
-    c0: usize,
-    o: &mut [[f32; NC]; MR],
-) {
-    for r0 in (0..MR).step_by(SUB_R) {
-        for cc in (0..NC).step_by(SUB_C) {
-            let mut acc = [[0f32; SUB_C]; SUB_R];
-            for j in 0..t {
-                let vr: &[f32; SUB_C] = vp[j * dhp + c0 + cc..][..SUB_C].try_into().unwrap();
-                for (r, a) in acc.iter_mut().enumerate() {
-                    let p = s[(r0 + r) * tp + j];
-                    for c in 0..SUB_C {
-                        a[c] = madd::<FMA>(p, vr[c], a[c]);
-                    }
-                }
-            }
-            for (r, a) in acc.iter().enumerate() {
-                o[r0 + r][cc..cc + SUB_C].copy_from_slice(a);
-            }
-        }
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn scores_avx2(qb: &[f32], kt: &[f32], tp: usize, dh: usize, j: usize, s: &mut [f32]) {
-    scores_body::<true>(qb, kt, tp, dh, j, s)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn values_avx2(
-    s: &[f32],
-    vp: &[f32],
-    tp: usize,
-    t: usize,
-    dhp: usize,
-    c0: usize,
-    o: &mut [[f32; NC]; MR],
-) {
-    values_body::<true>(s, vp, tp, t, dhp, c0, o)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn scores_avx512(qb: &[f32], kt: &[f32], tp: usize, dh: usize, j: usize, s: &mut [f32]) {
-    use std::arch::x86_64::*;
-    assert!(qb.len() >= MR * dh && kt.len() >= (dh.max(1) - 1) * tp + j + NC);
-    assert!(s.len() >= (MR - 1) * tp + j + NC);
-    let mut acc = [[_mm512_setzero_ps(); 2]; MR];
-    let (qp, kp) = (qb.as_ptr(), kt.as_ptr());
-    for d in 0..dh {
-        // SAFETY: row d of Kᵀ holds `tp` ≥ j + NC values and q row r holds `dh` (asserted).
-        let k0 = _mm512_loadu_ps(kp.add(d * tp + j));
-        let k1 = _mm512_loadu_ps(kp.add(d * tp + j + 16));
-        for (r, a) in acc.iter_mut().enumerate() {
-            let x = _mm512_set1_ps(*qp.add(r * dh + d));
-            a[0] = _mm512_fmadd_ps(x, k0, a[0]);
-            a[1] = _mm512_fmadd_ps(x, k1, a[1]);
-        }
-    }
-    let sp = s.as_mut_ptr();
-    for (r, a) in acc.iter().enumerate() {
-        // SAFETY: row r of the score block has `tp` ≥ j + NC values (asserted).
-        _mm512_storeu_ps(sp.add(r * tp + j), a[0]);
-        _mm512_storeu_ps(sp.add(r * tp + j + 16), a[1]);
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn values_avx512(
-    s: &[f32],
-    vp: &[f32],
-    tp: usize,
-    t: usize,
-    dhp: usize,
-    c0: usize,
-    o: &mut [[f32; NC]; MR],
-) {
-    use std::arch::x86_64::*;
-    assert!(c0 + NC <= dhp && vp.len() >= t * dhp && s.len() >= (MR - 1) * tp + t);
-    let mut acc = [[_mm512_setzero_ps(); 2]; MR];
-    let (sp, vptr) = (s.as_ptr(), vp.as_ptr());
-    for j in 0..t {
-        // SAFETY: value row j holds `dhp` ≥ c0 + NC values, score rows `tp` ≥ t (asserted).
-        let v0 = _mm512_loadu_ps(vptr.add(j * dhp + c0));
-        let v1 = _mm512_loadu_ps(vptr.add(j * dhp + c0 + 16));
-        for (r, a) in acc.iter_mut().enumerate() {
-            let p = _mm512_set1_ps(*sp.add(r * tp + j));
-            a[0] = _mm512_fmadd_ps(p, v0, a[0]);
-            a[1] = _mm512_fmadd_ps(p, v1, a[1]);
-        }
-    }
-    for (r, a) in acc.iter().enumerate() {
-        _mm512_storeu_ps(o[r].as_mut_ptr(), a[0]);
-        _mm512_storeu_ps(o[r].as_mut_ptr().add(16), a[1]);
-    }
 }
 
 #[cfg(test)]

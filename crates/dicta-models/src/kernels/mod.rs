@@ -13,6 +13,7 @@ pub mod attention;
 mod cross_f16;
 pub mod int8;
 pub mod panel;
+mod tile;
 
 use candle_core::{CpuStorage, CustomOp1, Layout, Shape, Tensor};
 use rayon::prelude::*;

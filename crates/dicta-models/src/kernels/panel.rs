@@ -9,17 +9,11 @@
 //! split into blocks of rows, each cached panel serving a whole block. Each output is one FMA
 //! chain over `k` in order, so a row's result does not depend on how many rows are in the call.
 //!
-//! Levels as in [`super::attention::Level`]: AVX-512F intrinsics, the portable tile compiled for
-//! AVX2+FMA, and portable Rust; tested against an f64 reference.
+//! The tile is [`super::tile`]'s (AVX-512F, AVX2+FMA or portable); tested against an f64
+//! reference.
 
-use super::attention::Level;
-use super::madd;
+use super::tile::{fma_tile, Level, OutPtr, TileArgs, MR, NC};
 use rayon::prelude::*;
-
-/// Output channels per panel (two 16-lane vectors).
-const NC: usize = 32;
-/// Rows per register tile.
-const MR: usize = 8;
 /// Panels per parallel task: enough work (≈ 0.8 MB of weights for k = 384) to amortise a task.
 const PANELS_PER_TASK: usize = 16;
 /// Rows per parallel task when there are many (a panel is reused by all of them while cached).
@@ -95,19 +89,24 @@ pub fn matmul_panels_at(
     let panels = n.div_ceil(NC);
     let ptr = OutPtr(out.as_mut_ptr());
     // A tile: rows r0.. (≤ MR) against panel p, bias added, written to `out`.
-    let run = |r0: usize, p: usize, tile: &mut [[f32; NC]; MR]| {
+    let run = |r0: usize, p: usize, tile: &mut [f32; MR * NC]| {
         let c0 = p * NC;
         let cols = NC.min(n - c0);
         let rows = MR.min(m - r0);
-        tile_at(
+        fma_tile(
             level,
-            &x[r0 * k..(r0 + rows) * k],
-            rows,
-            k,
-            w.panel(p),
-            tile,
+            TileArgs {
+                a: &x[r0 * k..(r0 + rows) * k],
+                a_stride: k,
+                rows,
+                k,
+                b: w.panel(p),
+                b_stride: NC,
+                out: tile,
+                out_stride: NC,
+            },
         );
-        for (r, t) in tile.iter().enumerate().take(rows) {
+        for (r, t) in tile.chunks_exact(NC).enumerate().take(rows) {
             let mut vals = [0f32; NC];
             for c in 0..cols {
                 vals[c] = t[c] + bias.map_or(0.0, |b| b[c0 + c]);
@@ -124,7 +123,7 @@ pub fn matmul_panels_at(
         (0..panels.div_ceil(PANELS_PER_TASK))
             .into_par_iter()
             .for_each(|task| {
-                let mut tile = [[0f32; NC]; MR];
+                let mut tile = [0f32; MR * NC];
                 for p in task * PANELS_PER_TASK..((task + 1) * PANELS_PER_TASK).min(panels) {
                     for r0 in (0..m).step_by(MR) {
                         run(r0, p, &mut tile);
@@ -137,7 +136,7 @@ pub fn matmul_panels_at(
         (0..m.div_ceil(ROWS_PER_TASK))
             .into_par_iter()
             .for_each(|task| {
-                let mut tile = [[0f32; NC]; MR];
+                let mut tile = [0f32; MR * NC];
                 let r_end = ((task + 1) * ROWS_PER_TASK).min(m);
                 for p in 0..panels {
                     for r0 in (task * ROWS_PER_TASK..r_end).step_by(MR) {
@@ -145,123 +144,6 @@ pub fn matmul_panels_at(
                     }
                 }
             });
-    }
-}
-
-/// Raw output pointer shared by tasks that write disjoint channels.
-#[derive(Clone, Copy)]
-struct OutPtr(*mut f32);
-// SAFETY: tasks write disjoint panels of the output and nothing reads it meanwhile.
-unsafe impl Send for OutPtr {}
-unsafe impl Sync for OutPtr {}
-
-impl OutPtr {
-    /// Through a method, so closures capture the `Send` wrapper rather than the raw field.
-    fn get(self) -> *mut f32 {
-        self.0
-    }
-}
-
-/// `tile[r][c] = Σ_kk x[r][kk] · panel[kk][c]` for the first `rows` (≤ [`MR`]) rows of `x`.
-fn tile_at(
-    level: Level,
-    x: &[f32],
-    rows: usize,
-    k: usize,
-    panel: &[f32],
-    tile: &mut [[f32; NC]; MR],
-) {
-    macro_rules! by_rows {
-        ($f:ident) => {
-            match rows {
-                1 => $f::<1>(x, k, panel, tile),
-                2 => $f::<2>(x, k, panel, tile),
-                3 => $f::<3>(x, k, panel, tile),
-                4 => $f::<4>(x, k, panel, tile),
-                5 => $f::<5>(x, k, panel, tile),
-                6 => $f::<6>(x, k, panel, tile),
-                7 => $f::<7>(x, k, panel, tile),
-                _ => $f::<8>(x, k, panel, tile),
-            }
-        };
-    }
-    match level {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: the caller checked the level against the CPU's features.
-        Level::Avx512 => unsafe { by_rows!(tile_avx512) },
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: as above.
-        Level::Avx2Fma => unsafe { by_rows!(tile_avx2) },
-        _ => by_rows!(tile_portable),
-    }
-}
-
-fn tile_portable<const R: usize>(x: &[f32], k: usize, panel: &[f32], tile: &mut [[f32; NC]; MR]) {
-    tile_body::<R, false>(x, k, panel, tile)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn tile_avx2<const R: usize>(
-    x: &[f32],
-    k: usize,
-    panel: &[f32],
-    tile: &mut [[f32; NC]; MR],
-) {
-    tile_body::<R, true>(x, k, panel, tile)
-}
-
-/// The portable tile: `R` rows × 16 channels at a time (≤ 16 AVX2 accumulators).
-#[inline(always)]
-fn tile_body<const R: usize, const FMA: bool>(
-    x: &[f32],
-    k: usize,
-    panel: &[f32],
-    tile: &mut [[f32; NC]; MR],
-) {
-    const HALF: usize = NC / 2;
-    for c0 in (0..NC).step_by(HALF) {
-        let mut acc = [[0f32; HALF]; R];
-        for kk in 0..k {
-            let wv: &[f32; HALF] = panel[kk * NC + c0..][..HALF].try_into().unwrap();
-            for (r, a) in acc.iter_mut().enumerate() {
-                let xv = x[r * k + kk];
-                for c in 0..HALF {
-                    a[c] = madd::<FMA>(xv, wv[c], a[c]);
-                }
-            }
-        }
-        for (r, a) in acc.iter().enumerate() {
-            tile[r][c0..c0 + HALF].copy_from_slice(a);
-        }
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn tile_avx512<const R: usize>(
-    x: &[f32],
-    k: usize,
-    panel: &[f32],
-    tile: &mut [[f32; NC]; MR],
-) {
-    use std::arch::x86_64::*;
-    assert!(x.len() >= R * k && panel.len() >= k * NC && R <= MR);
-    let mut acc = [[_mm512_setzero_ps(); 2]; R];
-    let (xp, wp) = (x.as_ptr(), panel.as_ptr());
-    for kk in 0..k {
-        // SAFETY: the panel holds k·NC values and x holds R rows of k (asserted).
-        let w0 = _mm512_loadu_ps(wp.add(kk * NC));
-        let w1 = _mm512_loadu_ps(wp.add(kk * NC + 16));
-        for (r, a) in acc.iter_mut().enumerate() {
-            let xv = _mm512_set1_ps(*xp.add(r * k + kk));
-            a[0] = _mm512_fmadd_ps(xv, w0, a[0]);
-            a[1] = _mm512_fmadd_ps(xv, w1, a[1]);
-        }
-    }
-    for (r, a) in acc.iter().enumerate() {
-        _mm512_storeu_ps(tile[r].as_mut_ptr(), a[0]);
-        _mm512_storeu_ps(tile[r].as_mut_ptr().add(16), a[1]);
     }
 }
 
