@@ -10,10 +10,9 @@
 //! value loop. q, k and v are read through their strides (so a view of a fused q/k/v projection
 //! needs no copy) and the output is written with the heads merged.
 //!
-//! Levels ([`Level`]): AVX-512F intrinsics; the same tiles as plain Rust that the compiler
-//! vectorises for AVX2+FMA; and the plain Rust for any CPU. They differ from each other and from
-//! the two-GEMM path by float rounding only (the sums run in another order); the tests hold
-//! every level to an f64 reference.
+//! The tiles are [`super::tile`]'s, at its [`Level`]s (AVX-512F, AVX2+FMA, portable); the levels
+//! differ from the two-GEMM path by float rounding only (the sums run in another order), and the
+//! tests hold every level to an f64 reference.
 
 use super::softmax_in_place;
 use candle_core::{Storage, Tensor};
@@ -25,10 +24,15 @@ use super::tile::{fma_tile, OutPtr, TileArgs, MR, NC};
 /// Where one of q, k, v lives: element `[n, h, t, d]` is `data[offset + n·seq + h·head + t·row + d]`.
 #[derive(Debug, Clone, Copy)]
 pub struct HeadsView<'a> {
+    /// The storage the view reads.
     pub data: &'a [f32],
+    /// Where element `[0, 0, 0, 0]` is.
     pub offset: usize,
+    /// Stride between sequences (batch rows).
     pub seq: usize,
+    /// Stride between heads.
     pub head: usize,
+    /// Stride between frames.
     pub row: usize,
 }
 
