@@ -47,7 +47,12 @@ impl SpeakerArgs {
 
     /// The speaker model file or folder, fetching a known name on first use.
     pub fn resolve_model(&self, g: &Globals, progress: bool) -> Result<PathBuf> {
-        fetch::resolve_model(&self.speaker_model, &g.home, &g.python, progress)
+        Ok(fetch::resolve_model(
+            &self.speaker_model,
+            &g.home,
+            &g.python,
+            progress,
+        )?)
     }
 
     /// Loads the diarizer (fetching known models on first use).

@@ -6,7 +6,6 @@
 mod bench;
 mod decode_cmd;
 mod diarize_cmd;
-mod fetch;
 mod models_cmd;
 mod serve_cmd;
 mod transcribe_cmd;
@@ -16,6 +15,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use dicta_fetch as fetch;
 
 /// Dicta: fast speech recognition — one binary for batch transcription, streaming and serving.
 #[derive(Debug, Parser)]

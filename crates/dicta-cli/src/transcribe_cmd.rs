@@ -374,36 +374,6 @@ fn transcribe_with_progress(
     (results, stats)
 }
 
-fn result_json(input: &Input, r: &dicta_core::Result<Transcript>, verbose: bool) -> Value {
-    match r {
-        Ok(t) => {
-            let segments: Vec<Value> = t
-                .segments
-                .iter()
-                .map(|s| {
-                    if verbose {
-                        serde_json::to_value(s).unwrap_or(Value::Null)
-                    } else if s.words.is_empty() {
-                        json!({"start": s.start, "end": s.end, "text": s.text})
-                    } else {
-                        // Asked for with --word-timestamps.
-                        json!({"start": s.start, "end": s.end, "text": s.text, "words": s.words})
-                    }
-                })
-                .collect();
-            json!({
-                "id": input.id, "audio": input.audio, "text": t.text, "language": t.language,
-                "duration": t.duration, "segments": segments, "error": null,
-            })
-        }
-        Err(e) => json!({
-            "id": input.id, "audio": input.audio, "text": null, "language": null,
-            "duration": null, "segments": [],
-            "error": {"type": e.kind.as_str(), "message": e.message},
-        }),
-    }
-}
-
 fn render_one(format: OutputFormat, t: &Transcript) -> String {
     match format {
         OutputFormat::Srt => format::to_srt(&t.segments),
@@ -487,7 +457,7 @@ fn write_results(
             let results: Vec<Value> = inputs
                 .iter()
                 .zip(results)
-                .map(|(i, r)| result_json(i, r, verbose))
+                .map(|(i, r)| format::result_json(&i.id, &i.audio, r, verbose))
                 .collect();
             let mut s = serde_json::to_string_pretty(&json!({"results": results, "stats": stats}))?;
             s.push('\n');

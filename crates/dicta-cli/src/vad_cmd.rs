@@ -54,7 +54,12 @@ impl VadArgs {
 
     /// The model file or folder, fetching a known name on first use.
     pub fn resolve_model(&self, g: &Globals, progress: bool) -> Result<PathBuf> {
-        fetch::resolve_model(&self.vad_model, &g.home, &g.python, progress)
+        Ok(fetch::resolve_model(
+            &self.vad_model,
+            &g.home,
+            &g.python,
+            progress,
+        )?)
     }
 }
 

@@ -1,7 +1,44 @@
 //! Text renderings of transcripts shared by every front end (CLI files, server responses):
-//! SubRip (`.srt`) and WebVTT (`.vtt`) subtitles, as OpenAI's API and faster-whisper users expect.
+//! SubRip (`.srt`) and WebVTT (`.vtt`) subtitles, as OpenAI's API and faster-whisper users expect,
+//! and the per-input JSON result of the CLI and the Python package.
 
-use crate::Segment;
+use serde_json::{json, Value};
+
+use crate::{Result, Segment, Transcript};
+
+/// One input's result as the CLI's `--format json` writes it (and the Python package returns it):
+/// `{"id","audio","text","language","duration","segments":[{"start","end","text"[,"words"]}],"error":null}`,
+/// or on failure `text`/`language`/`duration` null, no segments and
+/// `"error":{"type","message"}`. `verbose` (`verbose_json`) keeps every segment field.
+pub fn result_json(id: &str, audio: &str, r: &Result<Transcript>, verbose: bool) -> Value {
+    match r {
+        Ok(t) => {
+            let segments: Vec<Value> = t
+                .segments
+                .iter()
+                .map(|s| {
+                    if verbose {
+                        serde_json::to_value(s).unwrap_or(Value::Null)
+                    } else if s.words.is_empty() {
+                        json!({"start": s.start, "end": s.end, "text": s.text})
+                    } else {
+                        // Asked for with word timestamps.
+                        json!({"start": s.start, "end": s.end, "text": s.text, "words": s.words})
+                    }
+                })
+                .collect();
+            json!({
+                "id": id, "audio": audio, "text": t.text, "language": t.language,
+                "duration": t.duration, "segments": segments, "error": null,
+            })
+        }
+        Err(e) => json!({
+            "id": id, "audio": audio, "text": null, "language": null,
+            "duration": null, "segments": [],
+            "error": {"type": e.kind.as_str(), "message": e.message},
+        }),
+    }
+}
 
 /// `HH:MM:SS,mmm` (SRT) or `HH:MM:SS.mmm` (VTT); negative times clamp to zero.
 pub fn timestamp(seconds: f64, decimal_marker: char) -> String {

