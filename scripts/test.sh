@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs Dicta's full test suite: builds once in release, fetches the default model (tiny.en) and
-# Moonshine tiny, Silero VAD and ECAPA into $DICTA_HOME if they are not there yet, then runs every test of the workspace.
+# Moonshine tiny, Silero VAD and ECAPA into $DICTA_HOME if they are not there yet, runs every test of the workspace,
+# then installs the Python package (python/) into a fresh venv and runs its tests, the Ray example's among them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,3 +17,12 @@ export DICTA_TEST_MOONSHINE_DIR="$moonshine_dir"
 export DICTA_TEST_VAD_DIR="$vad_dir"
 export DICTA_TEST_SPEAKER_DIR="$speaker_dir"
 cargo test --workspace --release
+
+# The Python package as a newcomer installs it: `pip install ./python` into a new venv (maturin
+# reuses the release build above), then its tests against the binary, Ray Data included.
+target_dir="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)"
+venv="$target_dir/python-venv"
+rm -rf "$venv"
+python3 -m venv "$venv"
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check ./python numpy pytest "ray[data]"
+DICTA_BIN="$target_dir/release/dicta" DICTA_TEST_RAY=1 "$venv/bin/python" -m pytest -q python/tests
