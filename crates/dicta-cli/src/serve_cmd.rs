@@ -31,6 +31,10 @@ pub struct ServeArgs {
     /// Port (0 picks a free one and prints it).
     #[arg(long, env = "DICTA_PORT", default_value_t = 8000)]
     pub port: u16,
+    /// Also serve NVIDIA Riva's ASR gRPC API and gRPC health on this port (0 picks a free one
+    /// and prints `grpc listening on HOST:PORT`).
+    #[arg(long, env = "DICTA_GRPC_PORT")]
+    pub grpc_port: Option<u16>,
     /// Require `Authorization: Bearer <key>` on every route but /health and /readyz.
     #[arg(long, env = "DICTA_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
@@ -299,6 +303,7 @@ pub fn run(args: &ServeArgs, g: &Globals) -> Result<u8> {
     let server = ServerConfig {
         host: args.host.clone(),
         port: args.port,
+        grpc_port: args.grpc_port,
         api_key: args.api_key.clone().filter(|k| !k.is_empty()),
         public_metrics: args.public_metrics,
         batch_wait_ms: args.batch_wait_ms,
@@ -326,6 +331,9 @@ pub fn run(args: &ServeArgs, g: &Globals) -> Result<u8> {
         let bound = dicta_server::bind(server).await?;
         // Printed (not logged) so scripts and tests can read the port chosen for --port 0.
         println!("listening on http://{}", bound.local_addr());
+        if let Some(addr) = bound.grpc_addr() {
+            println!("grpc listening on {addr}");
+        }
         bound
             .run_models(backends, dicta_server::shutdown_signal())
             .await

@@ -12,6 +12,9 @@ pub struct ServerConfig {
     pub host: String,
     /// Port to bind; `0` picks a free port (see [`crate::Bound::local_addr`]).
     pub port: u16,
+    /// Also serve Riva's ASR gRPC API and gRPC health on this port of `host` (`0` picks a free
+    /// port, see [`crate::Bound::grpc_addr`]); `None`: no gRPC.
+    pub grpc_port: Option<u16>,
     /// When set, every route except `/health` and `/readyz` (and `/metrics` with
     /// `public_metrics`) requires `Authorization: Bearer <api_key>`.
     pub api_key: Option<String>,
@@ -62,6 +65,7 @@ impl Default for ServerConfig {
         Self {
             host: "127.0.0.1".to_string(),
             port: 8000,
+            grpc_port: None,
             api_key: None,
             public_metrics: false,
             batch_wait_ms: 20,

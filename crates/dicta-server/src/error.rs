@@ -1,4 +1,5 @@
-//! The one table from [`ErrorKind`] to HTTP status, and the JSON error body.
+//! The one table from [`ErrorKind`] to HTTP status (and the one to gRPC codes), and the JSON
+//! error body.
 //!
 //! Every error the server answers has the body `{"error": {"type": ..., "message": ...}}`
 //! (the shape OpenAI's SDKs parse). `type` is the stable [`ErrorKind`] name, or one of the
@@ -25,6 +26,24 @@ pub fn status_for(kind: ErrorKind) -> StatusCode {
         ErrorKind::Timeout => StatusCode::GATEWAY_TIMEOUT,
         ErrorKind::ModelLoad | ErrorKind::Fetch | ErrorKind::Io | ErrorKind::Internal => {
             StatusCode::INTERNAL_SERVER_ERROR
+        }
+    }
+}
+
+/// gRPC code for each error kind (the Riva service, `crate::grpc`). This is the only place
+/// that mapping lives: bad input is `INVALID_ARGUMENT`, a full server and a request over a
+/// limit `RESOURCE_EXHAUSTED` (the `dicta-error-type` metadata tells `overloaded` from
+/// `limit_exceeded`), a request over its time `DEADLINE_EXCEEDED`.
+pub fn grpc_code_for(kind: ErrorKind) -> tonic::Code {
+    match kind {
+        ErrorKind::InvalidInput
+        | ErrorKind::EmptyInput
+        | ErrorKind::UnsupportedFormat
+        | ErrorKind::CorruptInput => tonic::Code::InvalidArgument,
+        ErrorKind::LimitExceeded | ErrorKind::Overloaded => tonic::Code::ResourceExhausted,
+        ErrorKind::Timeout => tonic::Code::DeadlineExceeded,
+        ErrorKind::ModelLoad | ErrorKind::Fetch | ErrorKind::Io | ErrorKind::Internal => {
+            tonic::Code::Internal
         }
     }
 }

@@ -21,6 +21,11 @@
 //! | `POST /v1/transcriptions/raw?encoding=i16_le\|f32_le&sample_rate=16000` | raw PCM body |
 //! | `GET /v1/stream` (WebSocket) | live transcription: PCM frames in, partial/final events out ([`stream`]) |
 //!
+//! With `grpc_port`, a second listener serves NVIDIA Riva's ASR gRPC API
+//! (`nvidia.riva.asr.RivaSpeechRecognition`: `Recognize`, `StreamingRecognize`,
+//! `GetRivaSpeechRecognitionConfig`) and `grpc.health.v1.Health`, through the same admission,
+//! limits and batchers (see `src/grpc`).
+//!
 //! Every error answers `{"error": {"type", "message"}}` with the status from
 //! [`error::status_for`]: 400 invalid input or undecodable audio, 401 bad API key, 413 any
 //! limit (`max_body_mib`, `max_inputs`, `max_audio_seconds`, `max_decoded_bytes`), 503 queue
@@ -46,6 +51,7 @@ mod coalesce;
 pub mod config;
 pub mod error;
 mod format;
+mod grpc;
 mod languages;
 mod metrics;
 mod pipeline;
@@ -78,6 +84,7 @@ use worker::WorkerSetup;
 pub struct Bound {
     listener: tokio::net::TcpListener,
     addr: SocketAddr,
+    grpc: Option<(tokio::net::TcpListener, SocketAddr)>,
     cfg: ServerConfig,
 }
 
@@ -93,9 +100,25 @@ pub async fn bind(cfg: ServerConfig) -> Result<Bound> {
             )
         })?;
     let addr = listener.local_addr()?;
+    let grpc = match cfg.grpc_port {
+        None => None,
+        Some(port) => {
+            let l = tokio::net::TcpListener::bind((cfg.host.as_str(), port))
+                .await
+                .map_err(|e| {
+                    Error::new(
+                        ErrorKind::Io,
+                        format!("cannot bind the gRPC port {}:{port}: {e}", cfg.host),
+                    )
+                })?;
+            let a = l.local_addr()?;
+            Some((l, a))
+        }
+    };
     Ok(Bound {
         listener,
         addr,
+        grpc,
         cfg,
     })
 }
@@ -104,6 +127,11 @@ impl Bound {
     /// The address actually bound (the real port when `port` was 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The gRPC address bound (`ServerConfig::grpc_port`), if any.
+    pub fn grpc_addr(&self) -> Option<SocketAddr> {
+        self.grpc.as_ref().map(|g| g.1)
     }
 
     /// Warms the backend up on the batcher thread and serves until `shutdown` completes; then
@@ -196,6 +224,13 @@ impl Bound {
             streams: streams.clone(),
             shutdown: stopping,
         });
+        let grpc = self.grpc.map(|(listener, addr)| {
+            tracing::info!(%addr, "serving gRPC (Riva ASR, health)");
+            let mut stopping = state.shutdown.clone();
+            tokio::spawn(grpc::serve(state.clone(), listener, async move {
+                let _ = stopping.wait_for(|s| *s).await;
+            }))
+        });
         let app = routes::router(state);
         tracing::info!(addr = %self.addr, models = ?names, "serving");
 
@@ -230,6 +265,14 @@ impl Bound {
         // WebSocket streams end their utterance and close; each frees its slot when done.
         let all = u32::try_from(cfg.max_streams).unwrap_or(u32::MAX);
         let _ = streams.acquire_many(all).await;
+        // The gRPC server shares the router's state (and so the batchers' queues): let it end.
+        let grpc_result = match grpc {
+            Some(task) => task
+                .await
+                .map_err(|e| Error::internal(format!("the gRPC server task failed: {e}")))
+                .and_then(|r| r),
+            None => Ok(()),
+        };
         // Every connection is closed, so the router and its queue sender are gone: the
         // batcher drains what is left and exits.
         let joined = tokio::task::spawn_blocking(move || {
@@ -239,6 +282,7 @@ impl Bound {
         })
         .await;
         served.map_err(|e| Error::new(ErrorKind::Io, format!("server error: {e}")))?;
+        grpc_result?;
         if !joined.unwrap_or(false) {
             return Err(Error::internal("a batcher thread panicked"));
         }

@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 pub struct Server {
     pub child: Child,
     pub base: String,
+    /// `host:port` of the gRPC listener, when started with `--grpc-port`.
+    pub grpc: Option<String>,
 }
 
 impl Server {
@@ -62,14 +64,24 @@ impl Server {
             .spawn()
             .expect("start dicta serve");
         let stdout = child.stdout.take().unwrap();
+        let mut stdout = BufReader::new(stdout);
         let mut line = String::new();
-        BufReader::new(stdout).read_line(&mut line).unwrap();
+        stdout.read_line(&mut line).unwrap();
         let base = line
             .trim()
             .strip_prefix("listening on ")
             .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
             .to_string();
-        let server = Server { child, base };
+        // The gRPC address comes on the next line (read before the pipe is dropped).
+        let grpc = extra.contains(&"--grpc-port").then(|| {
+            let mut line = String::new();
+            stdout.read_line(&mut line).unwrap();
+            line.trim()
+                .strip_prefix("grpc listening on ")
+                .unwrap_or_else(|| panic!("unexpected second line {line:?}"))
+                .to_string()
+        });
+        let server = Server { child, base, grpc };
         let deadline = Instant::now() + Duration::from_secs(120);
         while server
             .curl(&[

@@ -1,0 +1,73 @@
+//! `dicta serve --grpc-port 0`: NVIDIA's own Riva client (PyPI `nvidia-riva-client`) against the
+//! real binary (serve_grpc_check.py): Recognize of WAV files, raw PCM at 22.05 kHz, stereo,
+//! μ-law and A-law give the server's HTTP texts; StreamingRecognize gives interim results and
+//! finals close to them, with word offsets; health, config, API key, error codes and the stream
+//! limit. `.ci/run` installs the client and sets DICTA_REQUIRE_CLIENTS, so there a missing
+//! client fails instead of skipping.
+
+mod common;
+
+use std::process::Command;
+
+use common::server::Server;
+use common::{model_dir, DATA};
+
+fn python_has(module: &str) -> bool {
+    let ok = Command::new("python3")
+        .args(["-c", &format!("import {module}")])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        assert!(
+            std::env::var_os("DICTA_REQUIRE_CLIENTS").is_none(),
+            "python3 has no `{module}` package (DICTA_REQUIRE_CLIENTS is set)"
+        );
+        eprintln!("note: python3 has no `{module}` package; check skipped");
+    }
+    ok
+}
+
+#[test]
+fn the_riva_client_works_against_the_grpc_port() {
+    let Some(model) = model_dir() else { return };
+    if !python_has("riva.client") {
+        return;
+    }
+    let key = "grpc-test-key";
+    let server = Server::start(
+        &model,
+        &["--grpc-port", "0", "--api-key", key, "--max-streams", "1"],
+    );
+    let grpc = server.grpc.clone().expect("the gRPC address is printed");
+    let wav16 = format!("{DATA}/openai_whisper/jfk.16k.wav");
+    let wav22 = format!("{DATA}/coqui_tts/LJ001-0001.wav");
+    let http_text = |wav: &str| {
+        let (out, ok) = server.curl(&[
+            "-H",
+            &format!("Authorization: Bearer {key}"),
+            "-F",
+            &format!("file=@{wav}"),
+            "-F",
+            "response_format=json",
+            &format!("{}/v1/audio/transcriptions", server.base),
+        ]);
+        assert!(ok, "{out}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        v["text"].as_str().unwrap().trim().to_string()
+    };
+    let expect16 = http_text(&wav16);
+    let expect22 = http_text(&wav22);
+    // Models are named as `--model` gave them (here the folder).
+    let name = model.to_string_lossy().into_owned();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/serve_grpc_check.py");
+    let status = Command::new("python3")
+        .arg(script)
+        .args(["--uri", &grpc, "--key", key, "--model", &name])
+        .args(["--wav16", &wav16, "--expect16", &expect16])
+        .args(["--wav22", &wav22, "--expect22", &expect22])
+        .status()
+        .unwrap();
+    assert!(status.success(), "Riva client check failed");
+    // SIGTERM drains and exits 0 with the gRPC listener up.
+    assert_eq!(server.terminate(), 0);
+}

@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+"""Drives `dicta serve --grpc-port` with NVIDIA's own Riva client (PyPI nvidia-riva-client).
+
+Run by tests/serve_grpc.rs against a real server; exits non-zero with a message on the first
+check that fails. The expected texts are the server's own HTTP answers for the same files.
+"""
+
+import argparse
+import json
+import re
+import sys
+import threading
+import time
+import wave
+
+import grpc
+import riva.client
+
+try:
+    import audioop  # G.711 encoders and channel tools of the standard library (to 3.12)
+except ImportError:
+    audioop = None
+from riva.client.proto import health_pb2, health_pb2_grpc
+from riva.client.proto import riva_asr_pb2 as rasr
+from riva.client.proto import riva_asr_pb2_grpc as rasr_srv
+
+
+def words(s):
+    return re.findall(r"[a-z0-9']+", s.lower())
+
+
+def word_errors(ref, hyp):
+    """Levenshtein distance between the word sequences."""
+    r, h = words(ref), words(hyp)
+    d = list(range(len(h) + 1))
+    for i, rw in enumerate(r, 1):
+        prev, d[0] = d[0], i
+        for j, hw in enumerate(h, 1):
+            prev, d[j] = d[j], min(d[j] + 1, d[j - 1] + 1, prev + (rw != hw))
+    return d[len(h)]
+
+
+def check(cond, what):
+    if not cond:
+        print(f"FAILED: {what}", file=sys.stderr)
+        sys.exit(1)
+    print(f"ok: {what.splitlines()[0][:150]}")
+
+
+def code_of(f):
+    try:
+        f()
+    except grpc.RpcError as e:
+        return e.code(), e.details(), dict(e.trailing_metadata() or ())
+    return grpc.StatusCode.OK, "", {}
+
+
+def offline_text(resp):
+    return " ".join(r.alternatives[0].transcript for r in resp.results if r.alternatives)
+
+
+def g711_and_stereo(asr, a, frames, rate, text):
+    """Stereo interleaved (the same voice on both channels) == mono; G.711 at 8 kHz ≈ the text."""
+    # Stereo interleaved (the same voice on both channels) == mono.
+    stereo = audioop.tostereo(frames, 2, 1, 1)
+    st_cfg = riva.client.RecognitionConfig(encoding=riva.client.AudioEncoding.LINEAR_PCM, sample_rate_hertz=rate, audio_channel_count=2)
+    check(offline_text(asr.offline_recognize(stereo, st_cfg)) == text, "2 interleaved channels == mono")
+
+    # G.711 μ-law and A-law at 8 kHz, as telephony sends.
+    with wave.open(a.wav16, "rb") as w:
+        pcm16 = w.readframes(w.getnframes())
+    pcm8, _ = audioop.ratecv(pcm16, 2, 1, 16000, 8000, None)
+    for name, enc, coded in [
+        ("MULAW", riva.client.AudioEncoding.MULAW, audioop.lin2ulaw(pcm8, 2)),
+        ("ALAW", riva.client.AudioEncoding.ALAW, audioop.lin2alaw(pcm8, 2)),
+    ]:
+        c = riva.client.RecognitionConfig(encoding=enc, sample_rate_hertz=8000)
+        t = offline_text(asr.offline_recognize(coded, c))
+        check(word_errors(a.expect16, t) <= 3, f"Recognize({name} 8 kHz) ≈ HTTP text\n{t!r}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--uri", required=True)
+    ap.add_argument("--key", required=True)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--wav16", required=True, help="a 16 kHz mono 16-bit WAV")
+    ap.add_argument("--expect16", required=True, help="the server's HTTP text for --wav16")
+    ap.add_argument("--wav22", required=True, help="a 22.05 kHz mono 16-bit WAV")
+    ap.add_argument("--expect22", required=True)
+    a = ap.parse_args()
+
+    auth = riva.client.Auth(uri=a.uri, metadata_args=[["authorization", f"Bearer {a.key}"]])
+    asr = riva.client.ASRService(auth)
+
+    # Health, without the key (as orchestrator probes).
+    health = health_pb2_grpc.HealthStub(grpc.insecure_channel(a.uri))
+    h = health.Check(health_pb2.HealthCheckRequest(service=""))
+    check(h.status == health_pb2.HealthCheckResponse.SERVING, f"health SERVING ({h})")
+
+    cfg = asr.stub.GetRivaSpeechRecognitionConfig(rasr.RivaSpeechRecognitionConfigRequest(), metadata=auth.get_auth_metadata())
+    names = [c.model_name for c in cfg.model_config]
+    check(a.model in names, f"config lists the model: {names}")
+
+    # Recognize: the WAV file's bytes as they are (the client's transcribe_file_offline way).
+    config = riva.client.RecognitionConfig(
+        encoding=riva.client.AudioEncoding.LINEAR_PCM,
+        language_code="en-US",
+        max_alternatives=1,
+        enable_automatic_punctuation=True,
+        enable_word_time_offsets=True,
+    )
+    riva.client.add_audio_file_specs_to_config(config, a.wav16)
+    with open(a.wav16, "rb") as f:
+        data = f.read()
+    resp = asr.offline_recognize(data, config)
+    text = offline_text(resp)
+    check(word_errors(a.expect16, text) == 0, f"Recognize(WAV file) == HTTP text\n{text!r}\n{a.expect16!r}")
+    ws = [w for r in resp.results for w in r.alternatives[0].words]
+    check(len(ws) == len(words(text)) or len(ws) >= len(words(text)) - 2, f"{len(ws)} word offsets for {len(words(text))} words")
+    check(all(0 <= w.start_time <= w.end_time for w in ws) and ws[-1].end_time > 1000, "word offsets are milliseconds, ordered")
+    check(all(ws[i].start_time <= ws[i + 1].start_time for i in range(len(ws) - 1)), "words in time order")
+    check(resp.results[-1].alternatives[0].language_code == ["en"], "language on the alternative")
+
+    # Recognize: headerless frames at 22.05 kHz (resampled by the server).
+    with wave.open(a.wav22, "rb") as w:
+        rate, frames = w.getframerate(), w.readframes(w.getnframes())
+    raw_cfg = riva.client.RecognitionConfig(encoding=riva.client.AudioEncoding.LINEAR_PCM, sample_rate_hertz=rate, language_code="en-US")
+    text = offline_text(asr.offline_recognize(frames, raw_cfg))
+    check(word_errors(a.expect22, text) == 0, f"Recognize(raw 22.05 kHz PCM) == HTTP text\n{text!r}\n{a.expect22!r}")
+
+    if audioop is None:
+        print("note: no audioop (Python >= 3.13): stereo and G.711 checks skipped")
+    else:
+        g711_and_stereo(asr, a, frames, rate, text)
+
+    # StreamingRecognize with interim results, 100 ms chunks, as the client's examples stream.
+    sconfig = riva.client.StreamingRecognitionConfig(
+        config=riva.client.RecognitionConfig(
+            encoding=riva.client.AudioEncoding.LINEAR_PCM,
+            language_code="en-US",
+            enable_word_time_offsets=True,
+        ),
+        interim_results=True,
+    )
+    riva.client.add_audio_file_specs_to_config(sconfig, a.wav22)
+    finals, interims = [], 0
+    with riva.client.AudioChunkFileIterator(a.wav22, 2205) as chunks:
+        for response in asr.streaming_response_generator(audio_chunks=chunks, streaming_config=sconfig):
+            for r in response.results:
+                if r.is_final:
+                    finals.append(r)
+                else:
+                    interims += 1
+    streamed = " ".join(r.alternatives[0].transcript for r in finals)
+    check(interims > 0, f"{interims} interim results before the finals")
+    check(finals and word_errors(a.expect22, streamed) <= 3, f"streamed finals ≈ offline\n{streamed!r}\n{a.expect22!r}")
+    sw = [w for r in finals for w in r.alternatives[0].words]
+    check(sw and all(w.start_time <= w.end_time for w in sw) and sw[-1].end_time > 5000, "streamed word offsets")
+    check(all(r.stability == 1.0 for r in finals) and finals[-1].audio_processed > 9.0, "finals: stability 1, audio_processed")
+
+    # Interim results off: finals only.
+    sconfig.interim_results = False
+    riva.client.add_audio_file_specs_to_config(sconfig, a.wav16)
+    with riva.client.AudioChunkFileIterator(a.wav16, 4000) as chunks:
+        rs = [r for resp in asr.streaming_response_generator(audio_chunks=chunks, streaming_config=sconfig) for r in resp.results]
+    check(rs and all(r.is_final for r in rs), "no interim results when not asked")
+
+    # Errors: codes from the server's table, the library's messages, the kind in metadata.
+    bad_key = riva.client.ASRService(riva.client.Auth(uri=a.uri, metadata_args=[["authorization", "Bearer wrong"]]))
+    code, _, _ = code_of(lambda: bad_key.offline_recognize(data, config))
+    check(code == grpc.StatusCode.UNAUTHENTICATED, f"wrong key -> {code}")
+    no_key = riva.client.ASRService(riva.client.Auth(uri=a.uri))
+    code, _, _ = code_of(lambda: no_key.offline_recognize(data, config))
+    check(code == grpc.StatusCode.UNAUTHENTICATED, f"no key -> {code}")
+    code, details, meta = code_of(lambda: asr.offline_recognize(b"\x01\x02\x03", riva.client.RecognitionConfig(encoding=riva.client.AudioEncoding.LINEAR_PCM)))
+    check(code == grpc.StatusCode.INVALID_ARGUMENT and "sample_rate_hertz" in details, f"raw audio without a rate -> {code} {details}")
+    code, details, meta = code_of(lambda: asr.offline_recognize(b"RIFF\x10\x00\x00\x00WAVEjunkjunkjunk", config))
+    check(code == grpc.StatusCode.INVALID_ARGUMENT and meta.get("dicta-error-type") in ("corrupt_input", "unsupported_format"), f"broken WAV -> {code} {details} {meta}")
+    code, details, _ = code_of(lambda: asr.offline_recognize(data, riva.client.RecognitionConfig(model="no-such-model")))
+    check(code == grpc.StatusCode.INVALID_ARGUMENT and "unknown model" in details, f"unknown model -> {code} {details}")
+    code, details, _ = code_of(lambda: asr.offline_recognize(b"\x00\x00" * 16000, riva.client.RecognitionConfig(encoding=riva.client.AudioEncoding.OGGOPUS, sample_rate_hertz=16000)))
+    check(code == grpc.StatusCode.INVALID_ARGUMENT and "OGGOPUS" in details, f"OGGOPUS -> {code} {details}")
+    code, _, _ = code_of(lambda: asr.stub.Recognize(rasr.RecognizeRequest(config=config, audio=data), metadata=auth.get_auth_metadata(), timeout=0.001))
+    check(code == grpc.StatusCode.DEADLINE_EXCEEDED, f"a client deadline -> {code}")
+
+    # Full: with --max-streams 1, a second stream while one is open is RESOURCE_EXHAUSTED.
+    hold = threading.Event()
+    opened = threading.Event()
+
+    def held_chunks():
+        yield b"\x00\x00" * 1600
+        opened.set()
+        hold.wait(60)
+
+    first = {}
+
+    def run_first():
+        first["n"] = sum(1 for _ in asr.streaming_response_generator(audio_chunks=held_chunks(), streaming_config=sconfig))
+
+    t = threading.Thread(target=run_first)
+    t.start()
+    opened.wait(30)
+    time.sleep(0.5)
+    code, details, meta = code_of(lambda: list(asr.streaming_response_generator(audio_chunks=iter([b"\x00\x00" * 1600]), streaming_config=sconfig)))
+    hold.set()
+    t.join(60)
+    check(code == grpc.StatusCode.RESOURCE_EXHAUSTED and meta.get("dicta-error-type") == "overloaded", f"second stream over max_streams -> {code} {details}")
+    check("n" in first, "the first stream ended normally")
+
+    # The server still answers correctly after all of that.
+    check(word_errors(a.expect16, offline_text(asr.offline_recognize(data, config))) == 0, "still serving")
+    print(json.dumps({"ok": True}))
+
+
+if __name__ == "__main__":
+    main()

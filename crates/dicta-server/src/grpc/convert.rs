@@ -1,0 +1,353 @@
+//! Riva messages ↔ the server's requests and results: audio encodings, options, transcripts.
+
+use dicta_audio::decode::PcmEncoding;
+use dicta_core::{Error, ErrorKind, Result, Segment, Transcript, Word};
+
+use super::pb::nvidia::riva::asr::{
+    RecognitionConfig, SpeechRecognitionAlternative, SpeechRecognitionResult,
+    StreamingRecognitionResult, WordInfo,
+};
+use super::pb::nvidia::riva::AudioEncoding;
+use crate::audio::AudioFormat;
+use crate::backend::{RequestOptions, StreamEvent, StreamEventKind};
+
+/// Whether `bytes` start like a file Dicta decodes by its content (WAV, FLAC, OGG, MP3,
+/// MP4/M4A, Matroska/WebM), rather than headerless samples. (An MP3 needs its ID3 tag here.)
+pub(crate) fn looks_like_a_file(bytes: &[u8]) -> bool {
+    let starts = |m: &[u8]| bytes.starts_with(m);
+    starts(b"RIFF")
+        || starts(b"RF64")
+        || starts(b"fLaC")
+        || starts(b"OggS")
+        || starts(b"ID3")
+        || starts(&[0x1A, 0x45, 0xDF, 0xA3])
+        || (bytes.len() >= 8 && &bytes[4..8] == b"ftyp")
+    // No bare MP3 frame sync: 0xFFEx is also a small negative 16-bit sample.
+}
+
+/// How one channel of headerless audio is coded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RawCoding {
+    /// 16-bit little-endian signed samples (`LINEAR_PCM`).
+    Linear16,
+    /// G.711 μ-law bytes (`MULAW`).
+    Mulaw,
+    /// G.711 A-law bytes (`ALAW`).
+    Alaw,
+}
+
+impl RawCoding {
+    /// Bytes per sample of one channel.
+    pub fn bytes(self) -> usize {
+        match self {
+            RawCoding::Linear16 => 2,
+            RawCoding::Mulaw | RawCoding::Alaw => 1,
+        }
+    }
+}
+
+/// What the config says about headerless audio: coding, rate and channels. Errors name the
+/// field: a missing or odd rate, an encoding Dicta does not read (`OGGOPUS`).
+pub(crate) fn raw_spec(config: &RecognitionConfig) -> Result<(RawCoding, u32, usize)> {
+    let coding = match AudioEncoding::try_from(config.encoding) {
+        Ok(AudioEncoding::LinearPcm) | Ok(AudioEncoding::EncodingUnspecified) => {
+            RawCoding::Linear16
+        }
+        Ok(AudioEncoding::Mulaw) => RawCoding::Mulaw,
+        Ok(AudioEncoding::Alaw) => RawCoding::Alaw,
+        Ok(AudioEncoding::Flac) => {
+            return Err(Error::new(
+                ErrorKind::CorruptInput,
+                "encoding is FLAC but the audio does not start with a FLAC header",
+            ))
+        }
+        Ok(AudioEncoding::Oggopus) => return Err(Error::new(
+            ErrorKind::UnsupportedFormat,
+            "encoding OGGOPUS is not supported; send LINEAR_PCM, MULAW, ALAW or a WAV/FLAC file",
+        )),
+        Err(_) => {
+            return Err(Error::invalid_input(format!(
+                "unknown audio encoding {}",
+                config.encoding
+            )))
+        }
+    };
+    if !(1000..=384_000).contains(&config.sample_rate_hertz) {
+        return Err(Error::invalid_input(format!(
+            "sample_rate_hertz must be set for raw audio (1000..=384000), got {}",
+            config.sample_rate_hertz
+        )));
+    }
+    let channels = match config.audio_channel_count {
+        0 | 1 => 1,
+        n @ 2..=32 => n as usize,
+        n => {
+            return Err(Error::invalid_input(format!(
+                "audio_channel_count must be in 1..=32, got {n}"
+            )))
+        }
+    };
+    Ok((coding, config.sample_rate_hertz as u32, channels))
+}
+
+/// G.711 μ-law byte → linear sample (ITU-T G.711, 14-bit range scaled to 16 bits).
+fn mulaw(b: u8) -> i16 {
+    let b = !b;
+    let exponent = (b >> 4) & 0x07;
+    let mantissa = i32::from(b & 0x0F);
+    let magnitude = (((mantissa << 3) + 0x84) << exponent) - 0x84;
+    (if b & 0x80 != 0 { -magnitude } else { magnitude }) as i16
+}
+
+/// G.711 A-law byte → linear sample.
+fn alaw(b: u8) -> i16 {
+    let b = b ^ 0x55;
+    let exponent = (b >> 4) & 0x07;
+    let mantissa = i32::from(b & 0x0F);
+    let magnitude = if exponent == 0 {
+        (mantissa << 4) + 8
+    } else {
+        ((mantissa << 4) + 0x108) << (exponent - 1)
+    };
+    (if b & 0x80 != 0 { magnitude } else { -magnitude }) as i16
+}
+
+/// Headerless interleaved frames → mono samples in [-1, 1) (the mean of the channels).
+/// `bytes` must hold whole frames.
+pub(crate) fn raw_to_mono(bytes: &[u8], coding: RawCoding, channels: usize) -> Vec<f32> {
+    let frame = coding.bytes() * channels;
+    let sample = |s: &[u8]| -> f32 {
+        let v = match coding {
+            RawCoding::Linear16 => i16::from_le_bytes([s[0], s[1]]),
+            RawCoding::Mulaw => mulaw(s[0]),
+            RawCoding::Alaw => alaw(s[0]),
+        };
+        f32::from(v) / 32768.0
+    };
+    bytes
+        .chunks_exact(frame)
+        .map(|f| {
+            if channels == 1 {
+                sample(f)
+            } else {
+                let sum: f32 = f.chunks_exact(coding.bytes()).map(sample).sum();
+                sum / channels as f32
+            }
+        })
+        .collect()
+}
+
+/// How `Recognize`'s audio is read: a file by its content, else headerless samples per the
+/// config. Mono 16-bit PCM goes to the server's PCM reader as is; other codings and channel
+/// counts are converted to mono `f32` here.
+pub(crate) fn recognize_audio(
+    config: &RecognitionConfig,
+    audio: Vec<u8>,
+) -> Result<(AudioFormat, Vec<u8>)> {
+    if audio.is_empty() {
+        return Err(Error::new(
+            ErrorKind::EmptyInput,
+            "the request holds no audio",
+        ));
+    }
+    if looks_like_a_file(&audio) {
+        return Ok((AudioFormat::Encoded, audio));
+    }
+    let (coding, rate, channels) = raw_spec(config)?;
+    let frame = coding.bytes() * channels;
+    if !audio.len().is_multiple_of(frame) {
+        return Err(Error::new(
+            ErrorKind::CorruptInput,
+            format!(
+                "{} bytes of audio is not a whole number of {channels}-channel frames of {} bytes",
+                audio.len(),
+                frame
+            ),
+        ));
+    }
+    if coding == RawCoding::Linear16 && channels == 1 {
+        return Ok((
+            AudioFormat::Pcm {
+                encoding: PcmEncoding::I16Le,
+                sample_rate: rate,
+            },
+            audio,
+        ));
+    }
+    let mono: Vec<u8> = raw_to_mono(&audio, coding, channels)
+        .into_iter()
+        .flat_map(f32::to_le_bytes)
+        .collect();
+    Ok((
+        AudioFormat::Pcm {
+            encoding: PcmEncoding::F32Le,
+            sample_rate: rate,
+        },
+        mono,
+    ))
+}
+
+/// Riva's BCP-47 `language_code` (`en-US`) as Whisper's code (`en`); empty: none.
+pub(crate) fn language(code: &str) -> Option<String> {
+    let base = code
+        .trim()
+        .split(['-', '_'])
+        .next()
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    (!base.is_empty()).then_some(base)
+}
+
+/// The request options a config asks for.
+pub(crate) fn request_options(config: &RecognitionConfig) -> RequestOptions {
+    let diarize = config
+        .diarization_config
+        .as_ref()
+        .is_some_and(|d| d.enable_speaker_diarization);
+    let max_speakers = config
+        .diarization_config
+        .as_ref()
+        .and_then(|d| usize::try_from(d.max_speaker_count).ok())
+        .filter(|&n| n > 0 && diarize);
+    RequestOptions {
+        language: language(&config.language_code),
+        word_timestamps: config.enable_word_time_offsets,
+        diarize,
+        max_speakers,
+        ..RequestOptions::default()
+    }
+}
+
+/// Seconds → Riva's milliseconds.
+fn ms(seconds: f64) -> i32 {
+    (seconds * 1000.0).round().clamp(0.0, f64::from(i32::MAX)) as i32
+}
+
+/// Riva's speaker tag of Dicta's `SPEAKER_03` (3 + 1: Riva counts from 1; 0 is none).
+fn speaker_tag(speaker: Option<&str>) -> i32 {
+    speaker
+        .and_then(|s| s.rsplit('_').next())
+        .and_then(|n| n.parse::<i32>().ok())
+        .map_or(0, |n| n + 1)
+}
+
+fn word_info(w: &Word, offset: f64, language: &str) -> WordInfo {
+    WordInfo {
+        start_time: ms(w.start + offset),
+        end_time: ms(w.end + offset),
+        word: w.word.trim().to_string(),
+        confidence: w.probability.unwrap_or(0.0),
+        speaker_tag: speaker_tag(w.speaker.as_deref()),
+        language_code: language.to_string(),
+    }
+}
+
+/// A segment's confidence: the geometric mean of its tokens' probabilities.
+fn confidence(s: &Segment) -> f32 {
+    s.avg_logprob.map_or(0.0, |lp| lp.exp().clamp(0.0, 1.0))
+}
+
+/// `Recognize`'s results: one per segment (Riva's results are utterances), words when asked.
+pub(crate) fn recognize_results(t: &Transcript, words: bool) -> Vec<SpeechRecognitionResult> {
+    let language = t.language.clone().unwrap_or_default();
+    t.segments
+        .iter()
+        .filter(|s| !s.text.trim().is_empty())
+        .map(|s| SpeechRecognitionResult {
+            alternatives: vec![SpeechRecognitionAlternative {
+                transcript: s.text.trim().to_string(),
+                confidence: confidence(s),
+                words: if words {
+                    s.words
+                        .iter()
+                        .map(|w| word_info(w, 0.0, &language))
+                        .collect()
+                } else {
+                    Vec::new()
+                },
+                language_code: t.language.iter().cloned().collect(),
+            }],
+            channel_tag: 1,
+            audio_processed: s.end as f32,
+        })
+        .collect()
+}
+
+/// One stream event as a streaming result. `offset` is the start of the current utterance
+/// in the stream (events' times restart at each `end`); `processed` the audio seconds so far.
+pub(crate) fn streaming_result(
+    e: &StreamEvent,
+    words: bool,
+    offset: f64,
+    processed: f64,
+    language: &str,
+) -> StreamingRecognitionResult {
+    let is_final = e.kind == StreamEventKind::Final;
+    StreamingRecognitionResult {
+        alternatives: vec![SpeechRecognitionAlternative {
+            transcript: e.text.trim().to_string(),
+            confidence: 0.0,
+            words: if words {
+                e.words
+                    .iter()
+                    .map(|w| word_info(w, offset, language))
+                    .collect()
+            } else {
+                Vec::new()
+            },
+            language_code: if language.is_empty() {
+                Vec::new()
+            } else {
+                vec![language.to_string()]
+            },
+        }],
+        is_final,
+        // A partial may still change (the next partial replaces it); a final never does.
+        stability: if is_final { 1.0 } else { 0.5 },
+        channel_tag: 1,
+        audio_processed: processed as f32,
+        pipeline_states: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn g711_decodes_to_the_standard_values() {
+        // ITU-T G.711: 0xFF / 0x7F are μ-law zeros, 0x00 the most negative; A-law 0xD5 ≈ +8.
+        assert_eq!(mulaw(0xFF), 0);
+        assert_eq!(mulaw(0x7F), 0);
+        assert_eq!(mulaw(0x00), -32124);
+        assert_eq!(mulaw(0x80), 32124);
+        assert_eq!(alaw(0xD5), 8);
+        assert_eq!(alaw(0x55), -8);
+        assert_eq!(alaw(0xAA), 32256);
+        assert_eq!(alaw(0x2A), -32256);
+        // Monotonic over each half of the code space.
+        let m: Vec<i16> = (0u8..=0x7F).map(|b| mulaw(b | 0x80)).collect();
+        assert!(m.windows(2).all(|w| w[0] >= w[1]));
+    }
+
+    #[test]
+    fn interleaved_channels_are_averaged() {
+        let mut bytes = Vec::new();
+        for (l, r) in [(1000i16, 3000i16), (-2000, 0)] {
+            bytes.extend(l.to_le_bytes());
+            bytes.extend(r.to_le_bytes());
+        }
+        let mono = raw_to_mono(&bytes, RawCoding::Linear16, 2);
+        assert_eq!(mono, vec![2000.0 / 32768.0, -1000.0 / 32768.0]);
+    }
+
+    #[test]
+    fn files_are_told_from_samples() {
+        assert!(looks_like_a_file(b"RIFF\0\0\0\0WAVEfmt "));
+        assert!(looks_like_a_file(b"fLaC\0\0\0\x22"));
+        assert!(!looks_like_a_file(&[0x10, 0x00, 0x20, 0x00]));
+        assert_eq!(language("en-US").as_deref(), Some("en"));
+        assert_eq!(language(""), None);
+        assert_eq!(speaker_tag(Some("SPEAKER_01")), 2);
+    }
+}
