@@ -246,6 +246,50 @@ async fn the_api_key_is_required_on_the_upgrade() {
     assert_eq!(next_json(&mut ws).await["type"], "ready");
 }
 
+/// Browsers cannot set headers on a WebSocket: the key also rides as the subprotocol
+/// `dicta.bearer.<key>` (the server then picks `dicta`) or as `?api_key=`; on no other route.
+#[tokio::test]
+async fn browsers_send_the_key_as_a_subprotocol_or_a_query_parameter() {
+    let cfg = ServerConfig {
+        api_key: Some("sesame".into()),
+        ..Default::default()
+    };
+    let server = TestServer::start(cfg, Arc::new(EchoBackend::new())).await;
+    let ws_url = |q: &str| format!("{}/v1/stream{q}", server.base.replace("http://", "ws://"));
+    let with_protocols = |q: &str, protocols: &str| {
+        let mut req = ws_url(q).into_client_request().unwrap();
+        req.headers_mut()
+            .insert("sec-websocket-protocol", protocols.parse().unwrap());
+        req
+    };
+    let (mut ws, resp) =
+        tokio_tungstenite::connect_async(with_protocols("", "dicta, dicta.bearer.sesame"))
+            .await
+            .expect("the subprotocol key is accepted");
+    assert_eq!(resp.headers()["sec-websocket-protocol"], "dicta");
+    assert_eq!(next_json(&mut ws).await["type"], "ready");
+    match tokio_tungstenite::connect_async(with_protocols("", "dicta, dicta.bearer.wrong")).await {
+        Err(tungstenite::Error::Http(resp)) => assert_eq!(resp.status(), 401),
+        other => panic!("expected 401, got {other:?}"),
+    }
+    let (mut ws, _) = tokio_tungstenite::connect_async(ws_url("?api_key=sesame&sample_rate=16000"))
+        .await
+        .expect("the query key is accepted");
+    assert_eq!(next_json(&mut ws).await["type"], "ready");
+    match tokio_tungstenite::connect_async(ws_url("?api_key=nope")).await {
+        Err(tungstenite::Error::Http(resp)) => assert_eq!(resp.status(), 401),
+        other => panic!("expected 401, got {other:?}"),
+    }
+    // Only the stream takes it that way.
+    let client = reqwest::Client::new();
+    let r = client
+        .get(server.url("/v1/models?api_key=sesame"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+}
+
 #[tokio::test]
 async fn a_full_server_refuses_the_upgrade_with_503_until_a_stream_closes() {
     let cfg = ServerConfig {

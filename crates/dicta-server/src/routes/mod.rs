@@ -69,6 +69,7 @@ pub(crate) fn router(state: Shared) -> Router {
     // Orchestrator probes carry no key: /health and /readyz are open, /metrics with
     // `public_metrics` (a Prometheus scraper without the key).
     let mut open = Router::new()
+        .route("/", get(demo))
         .route("/health", get(health::health))
         .route("/readyz", get(health::readyz));
     let mut protected = Router::new();
@@ -91,6 +92,22 @@ pub(crate) fn router(state: Shared) -> Router {
         .layer(DefaultBodyLimit::max(state.cfg.max_body_bytes()))
         .layer(from_fn_with_state(state.clone(), request_context))
         .with_state(state)
+}
+
+/// `GET /`: the live-transcription page (microphone → `/v1/stream`); static, no key needed to
+/// load it (its requests carry the key the user types).
+async fn demo() -> Response {
+    (
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/html; charset=utf-8"),
+            ),
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+        ],
+        include_str!("demo.html"),
+    )
+        .into_response()
 }
 
 async fn not_found(uri: Uri) -> ApiError {
@@ -163,7 +180,7 @@ async fn request_context(State(s): State<Shared>, mut req: Request, next: Next) 
 
 /// API key check, then the declared body size (before any of the body is used).
 async fn gate(State(s): State<Shared>, req: Request, next: Next) -> Result<Response, ApiError> {
-    let refused = if !authorized(&s.cfg, req.headers()) {
+    let refused = if !authorized(&s.cfg, req.headers(), req.uri()) {
         Some(ApiError::unauthorized())
     } else {
         let declared = req
@@ -185,11 +202,14 @@ async fn gate(State(s): State<Shared>, req: Request, next: Next) -> Result<Respo
 }
 
 /// Whether the request carries the API key (always, without one): `Authorization: Bearer
-/// <key>`, the scheme matched case-insensitively as RFC 9110 says.
-fn authorized(cfg: &ServerConfig, headers: &axum::http::HeaderMap) -> bool {
+/// <key>`, the scheme matched case-insensitively as RFC 9110 says. Browsers cannot set headers
+/// on a WebSocket, so `/v1/stream` also takes the key as the subprotocol `dicta.bearer.<key>`
+/// (`new WebSocket(url, ["dicta", "dicta.bearer." + key])`) or the query parameter `api_key`.
+fn authorized(cfg: &ServerConfig, headers: &axum::http::HeaderMap, uri: &Uri) -> bool {
     let Some(key) = &cfg.api_key else {
         return true;
     };
+    let same = |g: &str| same_secret(g.as_bytes(), key.as_bytes());
     let given = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -198,8 +218,24 @@ fn authorized(cfg: &ServerConfig, headers: &axum::http::HeaderMap) -> bool {
             scheme.eq_ignore_ascii_case("bearer").then_some(token)
         })
         .map(str::trim);
-    given.is_some_and(|g| same_secret(g.as_bytes(), key.as_bytes()))
+    if given.is_some_and(same) {
+        return true;
+    }
+    if uri.path() != "/v1/stream" {
+        return false;
+    }
+    let by_protocol = headers
+        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|p| p.trim().strip_prefix(STREAM_KEY_PROTOCOL))
+        .any(same);
+    by_protocol || stream::query_key(uri).is_some_and(|k| same(&k))
 }
+
+/// Prefix of the WebSocket subprotocol that carries the API key.
+const STREAM_KEY_PROTOCOL: &str = "dicta.bearer.";
 
 /// Most bytes read and dropped from a refused request's body before answering.
 const LINGER_BYTES: usize = 256 << 20;

@@ -5,7 +5,7 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::{Query, State};
-use axum::http::StatusCode;
+use axum::http::{StatusCode, Uri};
 use axum::response::Response;
 use axum::Extension;
 use dicta_core::{Error, ErrorKind};
@@ -15,6 +15,24 @@ use crate::error::ApiError;
 use crate::stream::protocol::{ConfigFields, StreamSettings};
 use crate::stream::socket::serve_socket;
 
+/// The query string of `GET /v1/stream`: the stream settings, and the API key for clients that
+/// cannot send headers (checked by the gate).
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct StreamQuery {
+    encoding: Option<String>,
+    sample_rate: Option<u32>,
+    language: Option<String>,
+    model: Option<String>,
+    api_key: Option<String>,
+}
+
+/// The `api_key` of a `/v1/stream` query string, if any.
+pub(crate) fn query_key(uri: &Uri) -> Option<String> {
+    let q: Query<StreamQuery> = Query::try_from_uri(uri).ok()?;
+    q.0.api_key
+}
+
 /// Largest WebSocket message accepted (a frame of audio is typically a few KiB).
 const MAX_MESSAGE_BYTES: usize = 4 << 20;
 
@@ -22,7 +40,7 @@ const MAX_MESSAGE_BYTES: usize = 4 << 20;
 pub(crate) async fn stream(
     State(s): State<Shared>,
     Extension(id): Extension<RequestId>,
-    query: Result<Query<ConfigFields>, QueryRejection>,
+    query: Result<Query<StreamQuery>, QueryRejection>,
     ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
     let ws = ws.map_err(|r| ApiError {
@@ -30,7 +48,13 @@ pub(crate) async fn stream(
         kind: "upgrade_required",
         message: format!("GET /v1/stream is a WebSocket endpoint: {}", r.body_text()),
     })?;
-    let Query(fields) = query.map_err(|r| Error::invalid_input(r.body_text()))?;
+    let Query(q) = query.map_err(|r| Error::invalid_input(r.body_text()))?;
+    let fields = ConfigFields {
+        encoding: q.encoding,
+        sample_rate: q.sample_rate,
+        language: q.language,
+        model: q.model,
+    };
     let settings = StreamSettings::default().with(fields)?;
     let (name, backend) = s.model(settings.options.model.as_deref())?;
     if !backend.supports_streaming() {
@@ -50,6 +74,8 @@ pub(crate) async fn stream(
         )
     })?;
     Ok(ws
+        // A browser that sent the key as a subprotocol needs one chosen in the answer.
+        .protocols(["dicta"])
         .max_message_size(MAX_MESSAGE_BYTES)
         .on_upgrade(move |socket| serve_socket(s, socket, settings, id.0, permit)))
 }

@@ -1,0 +1,66 @@
+//! The live browser page: headless Debian Chromium whose fake microphone plays a real recording
+//! opens `dicta serve`'s `/` (with an API key, which the page sends as the WebSocket
+//! subprotocol), clicks `#start`, and the recording's words appear in `#transcript`
+//! (browser_demo_check.py drives it over the DevTools protocol). `.ci/run` installs chromium and
+//! sets DICTA_REQUIRE_CLIENTS, so there a missing browser fails instead of skipping.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::server::Server;
+use common::{model_dir, DATA};
+
+fn available(what: &str, ok: bool) -> bool {
+    if !ok {
+        assert!(
+            std::env::var_os("DICTA_REQUIRE_CLIENTS").is_none(),
+            "no {what} (DICTA_REQUIRE_CLIENTS is set)"
+        );
+        eprintln!("note: no {what}; check skipped");
+    }
+    ok
+}
+
+#[test]
+fn the_page_transcribes_the_microphone_in_headless_chromium() {
+    let Some(model) = model_dir() else { return };
+    let chromium = "/usr/bin/chromium";
+    if !available("chromium", Path::new(chromium).is_file()) {
+        return;
+    }
+    let has_ws = Command::new("python3")
+        .args(["-c", "import websockets.sync.client"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !available("python3 websockets", has_ws) {
+        return;
+    }
+    let key = "browser-test-key";
+    let server = Server::start(&model, &["--api-key", key]);
+    // The page itself needs no key; its API calls carry the one typed in.
+    let (page, ok) = server.curl(&[&format!("{}/", server.base)]);
+    assert!(ok && page.contains("id=\"start\"") && page.contains("id=\"transcript\""));
+    let shot = std::env::temp_dir().join(format!("dicta-demo-{}.png", std::process::id()));
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/browser_demo_check.py");
+    let out = Command::new("python3")
+        .arg(script)
+        .args(["--url", &format!("{}/", server.base)])
+        // Chromium reads the fake capture file only by a plain absolute path (no `..`).
+        .arg("--wav")
+        .arg(std::fs::canonicalize(format!("{DATA}/openai_whisper/jfk.16k.wav")).unwrap())
+        .args(["--expect", "fellow,country"])
+        .args(["--key", key, "--chromium", chromium])
+        .arg("--screenshot")
+        .arg(&shot)
+        .output()
+        .unwrap();
+    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "browser check failed: {stdout}");
+    let png = std::fs::read(&shot).unwrap();
+    assert!(png.starts_with(b"\x89PNG"), "a PNG screenshot");
+    let _ = std::fs::remove_file(&shot);
+    assert_eq!(server.terminate(), 0);
+}
