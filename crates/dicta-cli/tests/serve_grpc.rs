@@ -1,6 +1,6 @@
 //! `dicta serve --grpc-port 0`: NVIDIA's own Riva client (PyPI `nvidia-riva-client`) against the
 //! real binary (serve_grpc_check.py): Recognize of WAV files, raw PCM at 22.05 kHz, stereo,
-//! μ-law and A-law give the server's HTTP texts; StreamingRecognize gives interim results and
+//! μ-law and A-law give the CLI's texts; StreamingRecognize gives interim results and
 //! finals close to them, with word offsets; health, config, API key, error codes and the stream
 //! limit. `.ci/run` installs the client and sets DICTA_REQUIRE_CLIENTS, so there a missing
 //! client fails instead of skipping.
@@ -36,27 +36,38 @@ fn the_riva_client_works_against_the_grpc_port() {
     let key = "grpc-test-key";
     let server = Server::start(
         &model,
-        &["--grpc-port", "0", "--api-key", key, "--max-streams", "1"],
+        &[
+            "--grpc-port",
+            "0",
+            "--api-key",
+            key,
+            "--max-streams",
+            "1",
+            "--max-audio-seconds",
+            "60",
+        ],
     );
     let grpc = server.grpc.clone().expect("the gRPC address is printed");
     let wav16 = format!("{DATA}/openai_whisper/jfk.16k.wav");
     let wav22 = format!("{DATA}/coqui_tts/LJ001-0001.wav");
-    let http_text = |wav: &str| {
-        let (out, ok) = server.curl(&[
-            "-H",
-            &format!("Authorization: Bearer {key}"),
-            "-F",
-            &format!("file=@{wav}"),
-            "-F",
-            "response_format=json",
-            &format!("{}/v1/audio/transcriptions", server.base),
-        ]);
-        assert!(ok, "{out}");
-        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-        v["text"].as_str().unwrap().trim().to_string()
+    // The expected texts are the CLI's, with the server's settings (greedy, no VAD).
+    let cli_text = |wav: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_dicta"))
+            .args(["transcribe", "--quiet", "--beam-size", "1", "--model"])
+            .arg(&model)
+            .arg(wav)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["results"][0]["text"].as_str().unwrap().trim().to_string()
     };
-    let expect16 = http_text(&wav16);
-    let expect22 = http_text(&wav22);
+    let expect16 = cli_text(&wav16);
+    let expect22 = cli_text(&wav22);
     // Models are named as `--model` gave them (here the folder).
     let name = model.to_string_lossy().into_owned();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/serve_grpc_check.py");
