@@ -24,5 +24,5 @@ target_dir="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)"
 venv="$target_dir/python-venv"
 rm -rf "$venv"
 python3 -m venv "$venv"
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check ./python numpy pytest "ray[data]"
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check ./python numpy pytest websockets "ray[data]"
 DICTA_BIN="$target_dir/release/dicta" DICTA_TEST_RAY=1 "$venv/bin/python" -m pytest -q python/tests

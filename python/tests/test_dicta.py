@@ -224,6 +224,61 @@ def test_sessions_in_threads_share_the_worker(engine):
     assert together == alone
 
 
+def test_session_events_are_the_websockets(engine):
+    """The same recording through a Python session and through `dicta serve`'s /v1/stream."""
+    ws_client = pytest.importorskip("websockets.sync.client")
+    samples, rate = read_wav(DATA / "openai_whisper" / "jfk.16k.wav")
+    assert rate == 16000
+    mine = stream(engine, samples, 3200)
+    assert BIN.is_file(), f"no dicta binary at {BIN}"
+    server = subprocess.Popen(
+        [str(BIN), "serve", "--port", "0", "--no-vad", "--model", model_dir()],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        base = server.stdout.readline().strip().removeprefix("listening on ")
+        import urllib.request
+
+        deadline = time.time() + 120
+        while True:
+            try:
+                if urllib.request.urlopen(base + "/readyz").status == 200:
+                    break
+            except OSError:
+                pass
+            assert time.time() < deadline, "the server never became ready"
+            time.sleep(0.2)
+        pcm = (samples * 32768.0).round().astype("<i2").tobytes()
+        theirs = []
+        with ws_client.connect(base.replace("http://", "ws://") + "/v1/stream", max_size=None) as ws:
+            assert json.loads(ws.recv(timeout=30))["type"] == "ready"
+            for i in range(0, len(pcm), 6400):
+                ws.send(pcm[i : i + 6400])
+            ws.send(json.dumps({"type": "end"}))
+            while True:
+                m = json.loads(ws.recv(timeout=120))
+                if m["type"] == "done":
+                    break
+                assert m["type"] in ("partial", "final"), m
+                theirs.append(m)
+    finally:
+        server.terminate()
+        server.wait(30)
+    assert [e for e in mine if e["type"] == "final"] == [e for e in theirs if e["type"] == "final"]
+    assert mine == theirs
+
+
+def test_fetching_by_name_is_the_clis_cache():
+    # With DICTA_HOME holding the model (scripts/test.sh), a name needs no network.
+    home = os.environ.get("DICTA_HOME")
+    if not home or not (Path(home) / "models" / "tiny.en" / "model.bin").is_file():
+        pytest.skip("DICTA_HOME holds no fetched tiny.en")
+    assert dicta.fetch_model("tiny.en") == str(Path(home) / "models" / "tiny.en")
+    e = dicta.Engine("tiny.en", threads=1)
+    assert e.family == "whisper" and e.model_dir == str(Path(home) / "models" / "tiny.en")
+
+
 def test_the_gil_is_released_while_the_engine_works(engine):
     # A pure-Python thread keeps running while another thread transcribes: with the GIL held
     # for the whole call it would stay at (almost) zero until the call returns.
