@@ -51,11 +51,14 @@ pub(crate) struct CachedDecoder<'a> {
     pub cache: DecoderCache,
     /// Checked before every step: an abandoned search stops within one token.
     pub cancel: &'a dicta_core::Cancel,
+    /// Taken for each model call (see [`WindowDecoder::gate`]).
+    pub gate: Option<&'a crate::engine::Turns>,
 }
 
 impl CachedDecoder<'_> {
     /// tokens: row-major `[rows, len]` → last-position logits `[rows, V]`.
     fn feed(&mut self, tokens: &[u32], rows: usize) -> Result<Vec<f32>> {
+        let _turn = self.gate.map(|g| g.take());
         let len = tokens.len() / rows.max(1);
         let t = Tensor::from_slice(tokens, (rows, len), self.model.device()).map_err(ce)?;
         let logits = self.model.decode_last(&t, &mut self.cache)?;
@@ -123,8 +126,13 @@ impl WindowDecoder<'_> {
         // Every model call of every long-form mode comes through here (and each temperature
         // of the fallback, below): abandoned work stops within one search.
         self.opts.cancel.check()?;
-        let _turn = self.hold();
-        let enc = self.encode(jobs)?;
+        // Turns are per model pass (the encoder here, each decoder step in `run`), not per
+        // whole search: a window that falls back through every temperature would otherwise
+        // hold the model for seconds while a short request waits behind it.
+        let enc = {
+            let _turn = self.hold();
+            self.encode(jobs)?
+        };
         let mut out: Vec<Option<Attempt>> = vec![None; jobs.len()];
         let sot = self.model.config.special.sot;
         let mut shapes: Vec<(usize, usize)> = jobs
@@ -342,10 +350,15 @@ impl WindowDecoder<'_> {
         }
         // CTranslate2: max_length = min(total / 2, total - start_step).
         let max_len = (total / 2).min(total - (prompt_len - 1));
+        let cache = {
+            let _turn = self.hold();
+            self.model.new_cache(enc)?
+        };
         let mut dec = CachedDecoder {
             model: self.model,
-            cache: self.model.new_cache(enc)?,
+            cache,
             cancel: &self.opts.cancel,
+            gate: self.gate,
         };
         let v = cfg.n_vocab;
         let flat = |range: std::ops::Range<usize>| -> Vec<u32> {
