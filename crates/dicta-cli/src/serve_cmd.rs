@@ -81,6 +81,21 @@ pub struct ServeArgs {
     /// closed (seconds).
     #[arg(long, default_value_t = 60.0)]
     pub stream_idle_timeout_s: f64,
+    /// Longest wait for a request's headers, from the connection's start or the end of its
+    /// previous response (seconds); slower or idle connections are closed.
+    #[arg(long, default_value_t = 15.0)]
+    pub header_timeout_s: f64,
+    /// Longest wait for more bytes of a request body (seconds); longer answers 408.
+    #[arg(long, default_value_t = 30.0)]
+    pub body_timeout_s: f64,
+    /// Slowest average body rate (KiB/s) accepted after --body-timeout-s; slower answers 408
+    /// (0: no rate check).
+    #[arg(long, default_value_t = 1.0)]
+    pub min_body_rate_kib: f64,
+    /// Most HTTP connections open at once; at the cap a new one closes the oldest idle one,
+    /// or is refused when none is idle. The open-files limit is raised to fit.
+    #[arg(long, default_value_t = 1024)]
+    pub max_connections: usize,
     /// Windows per model call.
     #[arg(long, default_value_t = 8)]
     pub batch_size: usize,
@@ -320,8 +335,13 @@ pub fn run(args: &ServeArgs, g: &Globals) -> Result<u8> {
         max_streams: args.max_streams,
         max_stream_seconds: args.max_stream_seconds,
         stream_idle_timeout_s: args.stream_idle_timeout_s,
+        header_timeout_s: args.header_timeout_s,
+        body_timeout_s: args.body_timeout_s,
+        min_body_rate_kib: args.min_body_rate_kib,
+        max_connections: args.max_connections,
         ..ServerConfig::default()
     };
+    raise_open_files(server.max_connections + server.max_streams + 256);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -346,6 +366,43 @@ pub fn run(args: &ServeArgs, g: &Globals) -> Result<u8> {
 /// where that cannot be read.
 fn default_pending_audio_mib() -> u64 {
     crate::mem_total_kib().map_or(2048, |k| (k / 1024 / 4).max(256))
+}
+
+/// Raises the soft open-files limit towards `wanted` (at most the hard limit), so that
+/// `--max-connections` rather than `EMFILE` bounds the connections; warns when it cannot.
+fn raise_open_files(wanted: usize) {
+    #[cfg(unix)]
+    {
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: plain libc calls on a valid, initialised struct.
+        if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+            return;
+        }
+        let wanted = wanted as libc::rlim_t;
+        if lim.rlim_cur < wanted {
+            let raised = libc::rlimit {
+                rlim_cur: wanted.min(lim.rlim_max),
+                rlim_max: lim.rlim_max,
+            };
+            // SAFETY: as above.
+            if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+                lim.rlim_cur = raised.rlim_cur;
+            }
+        }
+        if lim.rlim_cur < wanted {
+            tracing::warn!(
+                open_files = lim.rlim_cur,
+                wanted,
+                "the open-files limit is below max_connections + max_streams + 256; \
+                 lower --max-connections or raise `ulimit -n`"
+            );
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = wanted;
 }
 
 #[cfg(test)]

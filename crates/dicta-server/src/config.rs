@@ -58,6 +58,20 @@ pub struct ServerConfig {
     /// A WebSocket stream whose client sends nothing (no audio, text or ping) for this many
     /// seconds gets a `timeout` error event, its finals and `done`, and is closed with 1008.
     pub stream_idle_timeout_s: f64,
+    /// Longest wait for a request's headers, from the connection's start or (keep-alive) the
+    /// end of its previous response; a connection that sends none in time is closed. Bounds
+    /// slow-header clients and idle connections alike.
+    pub header_timeout_s: f64,
+    /// Longest wait for the next bytes of a request body; longer → 408 and the connection is
+    /// closed. After this long a body must also average at least `min_body_rate_kib`.
+    pub body_timeout_s: f64,
+    /// Slowest average body rate (KiB/s) accepted once `body_timeout_s` has passed; slower →
+    /// 408. `0` turns the rate check off (the stall check stays).
+    pub min_body_rate_kib: f64,
+    /// Most HTTP connections open at once. At the cap a new connection closes the oldest idle
+    /// one (no request in flight); when none is idle the new one is refused (closed at once).
+    /// WebSocket streams are counted by `max_streams` instead, once upgraded.
+    pub max_connections: usize,
 }
 
 impl Default for ServerConfig {
@@ -82,6 +96,10 @@ impl Default for ServerConfig {
             max_streams: 16,
             max_stream_seconds: 3600.0,
             stream_idle_timeout_s: 60.0,
+            header_timeout_s: 15.0,
+            body_timeout_s: 30.0,
+            min_body_rate_kib: 1.0,
+            max_connections: 1024,
         }
     }
 }
@@ -102,6 +120,9 @@ impl ServerConfig {
             ("max_streams", self.max_streams as f64),
             ("max_stream_seconds", self.max_stream_seconds),
             ("stream_idle_timeout_s", self.stream_idle_timeout_s),
+            ("header_timeout_s", self.header_timeout_s),
+            ("body_timeout_s", self.body_timeout_s),
+            ("max_connections", self.max_connections as f64),
         ];
         for (name, value) in positive {
             // NaN fails `is_finite`.
@@ -115,6 +136,12 @@ impl ServerConfig {
             return Err(Error::invalid_input(format!(
                 "long_request_seconds must be 0 or more, got {}",
                 self.long_request_seconds
+            )));
+        }
+        if !self.min_body_rate_kib.is_finite() || self.min_body_rate_kib < 0.0 {
+            return Err(Error::invalid_input(format!(
+                "min_body_rate_kib must be 0 or more, got {}",
+                self.min_body_rate_kib
             )));
         }
         if self.max_body_mib > (1 << 20) {
@@ -146,6 +173,16 @@ impl ServerConfig {
         Duration::from_secs_f64(self.stream_idle_timeout_s)
     }
 
+    /// The header timeout as a duration.
+    pub fn header_timeout(&self) -> Duration {
+        Duration::from_secs_f64(self.header_timeout_s)
+    }
+
+    /// The body stall timeout as a duration.
+    pub fn body_timeout(&self) -> Duration {
+        Duration::from_secs_f64(self.body_timeout_s)
+    }
+
     /// The per-request timeout as a duration.
     pub fn request_timeout(&self) -> Duration {
         Duration::from_secs_f64(self.request_timeout_s)
@@ -166,6 +203,8 @@ mod tests {
         assert_eq!(c.max_decoded_bytes, 256 * 1024 * 1024);
         assert_eq!(c.max_body_bytes(), 64 * 1024 * 1024);
         assert_eq!((c.max_streams, c.max_stream_seconds), (16, 3600.0));
+        assert_eq!((c.header_timeout_s, c.body_timeout_s), (15.0, 30.0));
+        assert_eq!((c.min_body_rate_kib, c.max_connections), (1.0, 1024));
     }
 
     #[test]

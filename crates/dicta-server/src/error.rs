@@ -3,7 +3,8 @@
 //!
 //! Every error the server answers has the body `{"error": {"type": ..., "message": ...}}`
 //! (the shape OpenAI's SDKs parse). `type` is the stable [`ErrorKind`] name, or one of the
-//! transport-only types `unauthorized`, `not_found` and `method_not_allowed`.
+//! transport-only types `unauthorized`, `request_timeout` (408, a body too slow), `not_found`
+//! and `method_not_allowed`.
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -78,6 +79,19 @@ impl ApiError {
         }
     }
 
+    /// 408: the request body stalled, or came slower than the server accepts.
+    pub fn body_timeout(body_timeout_s: f64, min_body_rate_kib: f64) -> Self {
+        Self {
+            status: StatusCode::REQUEST_TIMEOUT,
+            kind: "request_timeout",
+            message: format!(
+                "the request body arrived too slowly: body_timeout_s is {body_timeout_s} (longest \
+                 wait for more bytes) and min_body_rate_kib is {min_body_rate_kib} (slowest \
+                 average after that long)"
+            ),
+        }
+    }
+
     /// 405 for a known route with the wrong method.
     pub fn method_not_allowed(method: &str, path: &str) -> Self {
         Self {
@@ -117,6 +131,10 @@ impl IntoResponse for ApiError {
         }
         if self.status == StatusCode::SERVICE_UNAVAILABLE {
             headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        // The rest of a body that timed out is not read: the connection cannot be reused.
+        if self.status == StatusCode::REQUEST_TIMEOUT {
+            headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
         response
     }

@@ -27,7 +27,8 @@
 //! limits and batchers (see `src/grpc`).
 //!
 //! Every error answers `{"error": {"type", "message"}}` with the status from
-//! [`error::status_for`]: 400 invalid input or undecodable audio, 401 bad API key, 413 any
+//! [`error::status_for`]: 400 invalid input or undecodable audio, 401 bad API key, 408 a body
+//! slower than `body_timeout_s` / `min_body_rate_kib` (see `src/conn.rs`), 413 any
 //! limit (`max_body_mib`, `max_inputs`, `max_audio_seconds`, `max_decoded_bytes`), 503 queue
 //! full (with `Retry-After`), 504 `request_timeout_s` exceeded, 500 internal; a 401 carries
 //! `WWW-Authenticate: Bearer`. A request refused before its body is used (401, or a declared
@@ -49,6 +50,7 @@ mod audio;
 pub mod backend;
 mod coalesce;
 pub mod config;
+mod conn;
 pub mod error;
 mod format;
 mod grpc;
@@ -231,6 +233,7 @@ impl Bound {
                 let _ = stopping.wait_for(|s| *s).await;
             }))
         });
+        let conn_metrics = state.metrics.clone();
         let app = routes::router(state);
         tracing::info!(addr = %self.addr, models = ?names, "serving");
 
@@ -259,9 +262,7 @@ impl Bound {
                 let _ = stopping_tx.send(true);
             }
         };
-        let served = axum::serve(self.listener, app)
-            .with_graceful_shutdown(stop)
-            .await;
+        conn::serve(self.listener, app, &cfg, conn_metrics, stop).await;
         // WebSocket streams end their utterance and close; each frees its slot when done.
         let all = u32::try_from(cfg.max_streams).unwrap_or(u32::MAX);
         let _ = streams.acquire_many(all).await;
@@ -281,7 +282,6 @@ impl Bound {
             joined.into_iter().all(|ok| ok)
         })
         .await;
-        served.map_err(|e| Error::new(ErrorKind::Io, format!("server error: {e}")))?;
         grpc_result?;
         if !joined.unwrap_or(false) {
             return Err(Error::internal("a batcher thread panicked"));

@@ -22,6 +22,12 @@ pub(crate) struct RouteLabel {
     pub route: String,
 }
 
+/// Why the server closed an HTTP connection (or refused a new one).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct CloseReason {
+    pub reason: &'static str,
+}
+
 type HistogramFamily = Family<RouteLabel, Histogram, fn() -> Histogram>;
 
 /// Every metric the server exports, plus the registry that encodes them.
@@ -61,6 +67,12 @@ pub(crate) struct Metrics {
     pub idle_streams_closed: Counter,
     /// Audio seconds received over WebSocket streams (at the client's rate).
     pub stream_audio_seconds: Counter<f64, AtomicU64>,
+    /// HTTP connections open now (upgraded WebSocket streams excluded).
+    pub connections_open: Gauge,
+    /// Connections the server closed (or refused) before the client did, by reason:
+    /// `header_timeout`, `body_timeout`, `evicted` (idle, closed for a new one at
+    /// `max_connections`), `refused` (at the cap with none idle).
+    pub connections_closed: Family<CloseReason, Counter>,
 }
 
 impl Metrics {
@@ -170,6 +182,18 @@ impl Metrics {
             "Audio seconds received over WebSocket streams",
             stream_audio_seconds.clone(),
         );
+        let connections_open = Gauge::default();
+        registry.register(
+            "connections_open",
+            "HTTP connections open now (max_connections caps it)",
+            connections_open.clone(),
+        );
+        let connections_closed = Family::<CloseReason, Counter>::default();
+        registry.register(
+            "connections_closed",
+            "Connections closed or refused by the server, by reason",
+            connections_closed.clone(),
+        );
         Self {
             registry,
             requests,
@@ -189,7 +213,16 @@ impl Metrics {
             active_streams,
             idle_streams_closed,
             stream_audio_seconds,
+            connections_open,
+            connections_closed,
         }
+    }
+
+    /// Counts one connection the server closed for `reason`.
+    pub fn connection_closed(&self, reason: &'static str) {
+        self.connections_closed
+            .get_or_create(&CloseReason { reason })
+            .inc();
     }
 
     /// Records one answered request.

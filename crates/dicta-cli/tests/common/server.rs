@@ -125,6 +125,11 @@ impl Server {
             .unwrap();
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// A field of /proc/PID/status in KiB (`VmRSS`, `VmHWM`, …).
     pub fn status_kib(&self, field: &str) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))

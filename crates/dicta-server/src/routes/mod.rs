@@ -152,6 +152,7 @@ async fn request_context(State(s): State<Shared>, mut req: Request, next: Next) 
         span: span.clone(),
         answered: false,
     };
+    let body_deadline = req.extensions().get::<crate::conn::BodyDeadline>().cloned();
     let limit = s.cfg.request_timeout();
     let mut response =
         match tokio::time::timeout(limit, next.run(req).instrument(span.clone())).await {
@@ -167,6 +168,18 @@ async fn request_context(State(s): State<Shared>, mut req: Request, next: Next) 
                 span.in_scope(|| ApiError::from(e).into_response())
             }
         };
+    // Whatever the handler made of a body read that timed out (a 400 from an extractor, say),
+    // the answer is 408, except for early refusals whose body was only being drained.
+    let refused_early = matches!(
+        response.status(),
+        StatusCode::UNAUTHORIZED | StatusCode::PAYLOAD_TOO_LARGE
+    );
+    if body_deadline.is_some_and(|d| d.passed()) && !refused_early {
+        s.metrics.connection_closed("body_timeout");
+        response = span.in_scope(|| {
+            ApiError::body_timeout(s.cfg.body_timeout_s, s.cfg.min_body_rate_kib).into_response()
+        });
+    }
     in_flight.answered = true;
     let seconds = started.elapsed().as_secs_f64();
     let status = response.status().as_u16();
