@@ -181,6 +181,9 @@ def test_loading_errors_are_typed(tmp_path):
         dicta.Engine(model_dir(), long_form="sideways")
     assert issubclass(dicta.ModelLoad, dicta.DictaError)
     assert "tiny.en" in dicta.known_models()
+    # Every exported name exists, every error class among them (`from dicta import *` works).
+    assert all(hasattr(dicta, name) for name in dicta.__all__)
+    assert set(dicta.errors.__all__) <= set(dicta.__all__)
 
 
 def stream(engine: dicta.Engine, samples: np.ndarray, block: int) -> list:

@@ -10,31 +10,16 @@ use std::path::Path;
 use std::process::Command;
 
 use common::server::Server;
-use common::{model_dir, DATA};
-
-fn available(what: &str, ok: bool) -> bool {
-    if !ok {
-        assert!(
-            std::env::var_os("DICTA_REQUIRE_CLIENTS").is_none(),
-            "no {what} (DICTA_REQUIRE_CLIENTS is set)"
-        );
-        eprintln!("note: no {what}; check skipped");
-    }
-    ok
-}
+use common::{client_available, model_dir, python_has, DATA};
 
 #[test]
 fn the_page_transcribes_the_microphone_in_headless_chromium() {
     let Some(model) = model_dir() else { return };
     let chromium = "/usr/bin/chromium";
-    if !available("chromium", Path::new(chromium).is_file()) {
+    if !client_available("chromium", Path::new(chromium).is_file()) {
         return;
     }
-    let has_ws = Command::new("python3")
-        .args(["-c", "import websockets.sync.client"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !available("python3 websockets", has_ws) {
+    if !python_has("websockets.sync.client") {
         return;
     }
     let key = "browser-test-key";

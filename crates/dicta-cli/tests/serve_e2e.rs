@@ -11,18 +11,7 @@ use std::time::{Duration, Instant};
 mod common;
 
 use common::server::{curl, transcribe_at, Server};
-use common::{model_dir, DATA};
-
-fn python_has(module: &str) -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", &format!("import {module}")])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        eprintln!("note: python3 has no `{module}` package; check skipped");
-    }
-    ok
-}
+use common::{model_dir, python_has, DATA};
 
 fn jfk() -> String {
     format!("{DATA}/openai_whisper/jfk.flac")

@@ -10,22 +10,7 @@ mod common;
 use std::process::Command;
 
 use common::server::Server;
-use common::{model_dir, DATA};
-
-fn python_has(module: &str) -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", &format!("import {module}")])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        assert!(
-            std::env::var_os("DICTA_REQUIRE_CLIENTS").is_none(),
-            "python3 has no `{module}` package (DICTA_REQUIRE_CLIENTS is set)"
-        );
-        eprintln!("note: python3 has no `{module}` package; check skipped");
-    }
-    ok
-}
+use common::{model_dir, python_has, DATA};
 
 #[test]
 fn the_riva_client_works_against_the_grpc_port() {

@@ -9,6 +9,29 @@ pub mod server;
 /// The shared real-speech data folder (`../shared/data` beside the repository).
 pub const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data");
 
+/// Whether a client tool the test drives is here (`ok`); when it is not, the check is skipped
+/// with a note, or fails under `DICTA_REQUIRE_CLIENTS` (`.ci/run` sets it after installing
+/// every client, so a missing install step cannot pass as a skip).
+pub fn client_available(what: &str, ok: bool) -> bool {
+    if !ok {
+        assert!(
+            std::env::var_os("DICTA_REQUIRE_CLIENTS").is_none(),
+            "no {what} (DICTA_REQUIRE_CLIENTS is set)"
+        );
+        eprintln!("note: no {what}; check skipped");
+    }
+    ok
+}
+
+/// Whether `python3` can import `module` (see [`client_available`]).
+pub fn python_has(module: &str) -> bool {
+    let ok = std::process::Command::new("python3")
+        .args(["-c", &format!("import {module}")])
+        .status()
+        .is_ok_and(|s| s.success());
+    client_available(&format!("python3 package `{module}`"), ok)
+}
+
 /// The Whisper test model: `DICTA_TEST_MODEL_DIR` (then it must hold a model), else the dev
 /// copy at /work/models/tiny.en-ct2, else `None` (the test skips).
 pub fn model_dir() -> Option<PathBuf> {
