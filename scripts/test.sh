@@ -17,6 +17,8 @@ export DICTA_TEST_MOONSHINE_DIR="$moonshine_dir"
 export DICTA_TEST_VAD_DIR="$vad_dir"
 export DICTA_TEST_SPEAKER_DIR="$speaker_dir"
 cargo test --workspace --release
+# Every fuzz harness (crates/dicta-fuzz) briefly; DICTA_FUZZ_SECONDS=600 for a real run.
+DICTA_FUZZ_SECONDS="${DICTA_FUZZ_SECONDS:-10}" cargo test --workspace --release --tests -- --ignored fuzz_
 
 # The Python package as a newcomer installs it: `pip install ./python` into a new venv (maturin
 # reuses the release build above), then its tests against the binary, Ray Data included.

@@ -13,3 +13,8 @@ pub mod resample;
 
 /// The sample rate every model in Dicta consumes.
 pub const SAMPLE_RATE: u32 = 16_000;
+
+/// Highest input sample rate accepted (768 kHz, twice the fastest common converters): a
+/// header past it is damaged, and resampling from gigahertz rates would take minutes per
+/// block (found by fuzzing).
+pub const MAX_SAMPLE_RATE: u32 = 768_000;

@@ -44,11 +44,13 @@ pub fn output_len(n: usize, from_rate: u32, to_rate: u32) -> usize {
 /// (0.3 ms at 8 kHz to 2 ms at 48 kHz) give no output, as in swr. Equal rates return a copy.
 /// The result is not quantised; apply [`quantize_i16`] to get what an `s16` pipeline returns.
 ///
-/// Errors: [`dicta_core::ErrorKind::InvalidInput`] when a rate is zero.
+/// Errors: [`dicta_core::ErrorKind::InvalidInput`] when a rate is zero or past
+/// [`crate::MAX_SAMPLE_RATE`].
 pub fn resample(samples: &[f32], from_rate: u32, to_rate: u32) -> Result<Vec<f32>> {
-    if from_rate == 0 || to_rate == 0 {
+    let max = crate::MAX_SAMPLE_RATE;
+    if from_rate == 0 || to_rate == 0 || from_rate > max || to_rate > max {
         return Err(Error::invalid_input(format!(
-            "cannot resample from {from_rate} Hz to {to_rate} Hz: sample rates must be positive"
+            "cannot resample from {from_rate} Hz to {to_rate} Hz: sample rates must be 1 to {max} Hz"
         )));
     }
     if from_rate == to_rate {

@@ -66,7 +66,7 @@ fn decode_unguarded(
     let mut source = super::wav_fix::repair(source)
         .map_err(|e| Error::new(ErrorKind::Io, format!("{name}: cannot read: {e}")))?;
     // MP4 encoder priming, which symphonia's MP4 reader leaves in.
-    let skip = super::mp4_trim::priming(&mut *source);
+    let skip = super::mp4_trim::priming(&mut *source).map_err(|cause| corrupt(name, cause))?;
     let mut hint = Hint::new();
     if let Some(ext) = std::path::Path::new(name)
         .extension()
@@ -118,7 +118,16 @@ fn decode_unguarded(
     let track_id = track.id;
     let params = track.codec_params.clone();
     let sample_rate = match params.sample_rate {
-        Some(r) if r > 0 => r,
+        Some(r) if (1..=crate::MAX_SAMPLE_RATE).contains(&r) => r,
+        Some(r) if r > 0 => {
+            return Err(corrupt(
+                name,
+                format!(
+                    "the header gives a sample rate of {r} Hz, past the {} Hz any recording uses",
+                    crate::MAX_SAMPLE_RATE
+                ),
+            ))
+        }
         _ => return Err(corrupt(name, "the header gives no valid sample rate")),
     };
 

@@ -3,6 +3,9 @@
 //! symphonia's MP4 reader does not, so without this every AAC file would start with tens of
 //! milliseconds of priming and every timestamp would be late by as much. Like FFmpeg's decode,
 //! the end (the encoder's padding up to a whole frame) is kept.
+//!
+//! Reading the index here also lets damaged sample tables be refused before symphonia sizes
+//! buffers from them (see [`priming`]).
 
 use std::io::SeekFrom;
 
@@ -15,13 +18,89 @@ const MAX_MOOV: u64 = 32 << 20;
 /// the track's timescale, which for audio is its sample rate), or `None` when `source` is not
 /// an MP4 file, has no edit list, or anything looks off (then nothing is dropped). Rewinds the
 /// source.
-pub(super) fn priming(source: &mut dyn MediaSource) -> Option<u64> {
-    let trim = find(source);
-    source.seek(SeekFrom::Start(0)).ok()?;
-    trim
+///
+/// Errors (the cause, for a `CorruptInput` message) when the `moov` box is larger than
+/// [`MAX_MOOV`] or its sample tables announce more entries than they hold: symphonia's MP4
+/// reader reserves that many entries before reading them, so a 5 KB upload announcing 2^32
+/// `stsc` entries made it allocate 34 GB and abort the whole process (found by fuzzing).
+pub(super) fn priming(source: &mut dyn MediaSource) -> Result<Option<u64>, String> {
+    let moov = find(source);
+    source
+        .seek(SeekFrom::Start(0))
+        .map_err(|e| format!("cannot rewind: {e}"))?;
+    match moov {
+        Moov::None => Ok(None),
+        Moov::TooLarge(size) => Err(format!(
+            "the MP4 index (moov box) is {size} bytes, past the {MAX_MOOV} any recording needs"
+        )),
+        Moov::Found(moov) => {
+            check_tables(&moov, 0)?;
+            Ok(from_moov(&moov))
+        }
+    }
 }
 
-fn find(source: &mut dyn MediaSource) -> Option<u64> {
+/// What the top level holds.
+enum Moov {
+    None,
+    TooLarge(u64),
+    Found(Vec<u8>),
+}
+
+fn find(source: &mut dyn MediaSource) -> Moov {
+    read_moov(source).unwrap_or(Moov::None)
+}
+
+/// Checks, through `trak/mdia/minf/stbl`, that no box overruns its parent and that every
+/// sample table symphonia sizes from its count (`stco`, `co64`, `stsc`, `stsz`, `stts`) holds
+/// the entries it announces.
+fn check_tables(mut b: &[u8], depth: u8) -> Result<(), String> {
+    while b.len() >= 8 {
+        let kind = String::from_utf8_lossy(&b[4..8]).into_owned();
+        let (size, header) = match be32(&b[0..4]) {
+            1 if b.len() >= 16 => (be64(&b[8..16]), 16),
+            1 => return Err(format!("a truncated {kind:?} box header")),
+            0 => (b.len() as u64, 8),
+            s => (u64::from(s), 8),
+        };
+        if size < header || size > b.len() as u64 {
+            return Err(format!(
+                "a {kind:?} box of {size} bytes overruns the {} bytes left in its parent",
+                b.len()
+            ));
+        }
+        let body = &b[header as usize..size as usize];
+        match &b[4..8] {
+            b"trak" | b"mdia" | b"minf" | b"stbl" if depth < 8 => check_tables(body, depth + 1)?,
+            b"stco" => entries(&kind, body, 4, 4)?,
+            b"co64" | b"stts" => entries(&kind, body, 4, 8)?,
+            b"stsc" => entries(&kind, body, 4, 12)?,
+            // version/flags, sample size, count; a table only when the size is 0 (varies).
+            b"stsz" if body.len() >= 12 && be32(&body[4..8]) == 0 => {
+                entries(&kind, body, 8, 4)?;
+            }
+            _ => {}
+        }
+        b = &b[size as usize..];
+    }
+    Ok(())
+}
+
+/// The table of `body` (its count at `count_at`, entries after it) fits in `body`.
+fn entries(kind: &str, body: &[u8], count_at: usize, entry: u64) -> Result<(), String> {
+    let Some(count) = body.get(count_at..count_at + 4).map(be32) else {
+        return Err(format!("a truncated {kind:?} box"));
+    };
+    let room = (body.len() - count_at - 4) as u64;
+    if u64::from(count) * entry > room {
+        return Err(format!(
+            "the {kind:?} table announces {count} entries, more than its {room} bytes hold"
+        ));
+    }
+    Ok(())
+}
+
+fn read_moov(source: &mut dyn MediaSource) -> Option<Moov> {
     let total = source.byte_len()?;
     let mut at = 0u64;
     let mut head = [0u8; 16];
@@ -44,11 +123,14 @@ fn find(source: &mut dyn MediaSource) -> Option<u64> {
         }
         if &kind == b"moov" {
             if size > MAX_MOOV {
-                return None;
+                return Some(Moov::TooLarge(size));
             }
-            let mut moov = vec![0u8; (size - header) as usize];
+            // A file cut inside its index still goes to the checks (symphonia would read on
+            // to the end of the file): read what there is.
+            let there = (size - header).min(total.saturating_sub(at + header));
+            let mut moov = vec![0u8; there as usize];
             source.read_exact(&mut moov).ok()?;
-            return from_moov(&moov);
+            return Some(Moov::Found(moov));
         }
         at += size;
     }
@@ -134,7 +216,7 @@ mod tests {
         let mut f = std::fs::File::open(fixture("speech.m4a")).unwrap();
         assert_eq!(
             priming(&mut f),
-            Some(1024),
+            Ok(Some(1024)),
             "FFmpeg's AAC encoder primes 1024 samples"
         );
     }
@@ -143,7 +225,7 @@ mod tests {
     fn other_files_have_none() {
         for name in ["pcm_s16.wav", "speech.mp3", "speech_s16.flac"] {
             let mut f = std::fs::File::open(fixture(name)).unwrap();
-            assert_eq!(priming(&mut f), None, "{name}");
+            assert_eq!(priming(&mut f), Ok(None), "{name}");
         }
     }
 }

@@ -65,9 +65,10 @@ pub fn decode_raw_pcm(
     sample_rate: u32,
     name: &str,
 ) -> Result<Audio> {
-    if sample_rate == 0 {
+    if sample_rate == 0 || sample_rate > crate::MAX_SAMPLE_RATE {
         return Err(Error::invalid_input(format!(
-            "{name}: raw PCM sample rate must be positive"
+            "{name}: raw PCM sample rate must be 1 to {} Hz, got {sample_rate}",
+            crate::MAX_SAMPLE_RATE
         )));
     }
     if bytes.is_empty() {

@@ -73,6 +73,9 @@ fn parse_f32(field: &str, what: &str, lines: &Lines<impl BufRead>) -> Result<f32
         .ok_or_else(|| lines.err(format!("expected a {what} number, found {field:?}")))
 }
 
+/// Most entries reserved per table before they are read (see [`parse_arpa`]).
+const MAX_RESERVE: usize = 1 << 22;
+
 /// Parses an ARPA back-off language model. Errors (kind `CorruptInput`) name the line: bad or
 /// missing `\data\` counts, a section with more or fewer n-grams than announced, a field that is
 /// not a number, an unknown word, a context missing from the lower order, a missing `\end\`.
@@ -86,11 +89,15 @@ pub fn parse_arpa(reader: impl BufRead) -> Result<NgramLm> {
     let order = counts.len();
     tracing::debug!(?counts, "ARPA header");
 
-    let mut words: Vec<Box<str>> = Vec::with_capacity(counts[0] + 1);
+    // The header's counts are only promises (checked as the sections are read): reserve at
+    // most MAX_RESERVE entries up front, so that a damaged count cannot abort the process
+    // with an allocation failure; real models past it grow as they are read.
+    let reserve = |count: usize| count.saturating_add(1).min(MAX_RESERVE);
+    let mut words: Vec<Box<str>> = Vec::with_capacity(reserve(counts[0]));
     let mut index: FxHashMap<Box<str>, u32> = FxHashMap::default();
-    index.reserve(counts[0] + 1);
-    let mut uni_prob = Vec::with_capacity(counts[0] + 1);
-    let mut uni_backoff = Vec::with_capacity(counts[0] + 1);
+    index.reserve(reserve(counts[0]));
+    let mut uni_prob = Vec::with_capacity(reserve(counts[0]));
+    let mut uni_backoff = Vec::with_capacity(reserve(counts[0]));
     let mut tables: Vec<NgramTable> = Vec::with_capacity(order.saturating_sub(1));
 
     let mut next_header = lines.next_nonblank()?;
@@ -108,7 +115,7 @@ pub fn parse_arpa(reader: impl BufRead) -> Result<NgramLm> {
             None => return Err(lines.err(format!("file ends before {expected:?}"))),
         }
         let has_backoff = n < order;
-        let cap = if n > 1 { count } else { 0 };
+        let cap = if n > 1 { reserve(count) } else { 0 };
         let mut table = NgramTable {
             keys: Vec::with_capacity(cap),
             probs: Vec::with_capacity(cap),

@@ -131,6 +131,15 @@ pub fn parse_sphinx_bin(bytes: &[u8]) -> Result<NgramLm> {
     let counts: Vec<u32> = (0..order)
         .map(|_| c.u32("the n-gram counts"))
         .collect::<Result<_>>()?;
+    // Every n-gram takes at least one bit of the file: a count past that is damage, refused
+    // before anything is sized by it (an allocation failure would abort the process).
+    let bits = (bytes.len() as u64).saturating_mul(8);
+    if let Some(n) = counts.iter().find(|&&n| u64::from(n) > bits) {
+        return Err(corrupt(format!(
+            "the header announces {n} n-grams, more than a {}-byte file can hold",
+            bytes.len()
+        )));
+    }
     let n1 = counts[0] as usize;
     let to_log10 = LOG_BASE.log10();
     let conv = |v: f32| (f64::from(v) * to_log10) as f32;

@@ -271,4 +271,41 @@ mod tests {
         assert_eq!(r.parameters.task, Task::Translate);
         assert!(r.parameters.word_timestamps);
     }
+
+    /// Fuzzing (see the `dicta-fuzz` crate) of what a client controls on `/transcribe` and
+    /// `/v1/stream` before any audio is decoded: the JSON batch body (parsed, then each input's
+    /// id and PCM format checked), stream text messages, and binary frames in both encodings.
+    /// Run with `cargo test --release -p dicta-server -- --ignored fuzz_`.
+    #[test]
+    #[ignore = "fuzzing: run with --ignored"]
+    fn fuzz_request_bodies_and_stream_messages() {
+        use crate::stream::protocol::{decode_frame, ClientMessage};
+        let seeds: Vec<Vec<u8>> = [
+            r#"{"inputs":[{"id":"a","audio_base64":"UklGRiQAAABXQVZF"}],"parameters":{"beam_size":5,"language":"en","word_timestamps":true,"temperature":[0.0,0.2]}}"#,
+            r#"{"inputs":[{"id":7,"audio_base64":"AAAA","encoding":"i16_le","sample_rate":16000}],"model":"tiny.en"}"#,
+            r#"{"inputs":[{"audio_base64":"","encoding":"f32_le"}],"parameters":{"diarize":true,"num_speakers":2,"vad_filter":true}}"#,
+            r#"{"type":"config","encoding":"f32_le","sample_rate":48000,"language":"en","model":"moonshine-tiny"}"#,
+            r#"{"type":"end"}"#,
+            r#"["\u0000", "\ud800", 1e999, -0]"#,
+        ]
+        .iter()
+        .map(|s| s.as_bytes().to_vec())
+        .collect();
+        dicta_fuzz::fuzz("request_bodies", &seeds, |bytes| {
+            if let Ok(body) = serde_json::from_slice::<BatchRequest>(bytes) {
+                for (i, input) in body.inputs.into_iter().enumerate() {
+                    let _ = batch_input(i, input);
+                }
+                let _ = body.parameters.diarize_options();
+            }
+            if let Ok(text) = std::str::from_utf8(bytes) {
+                let _ = ClientMessage::parse(text);
+            }
+            for enc in [PcmEncoding::I16Le, PcmEncoding::F32Le] {
+                if let Ok(samples) = decode_frame(bytes, enc) {
+                    assert!(samples.iter().all(|s| s.is_finite()));
+                }
+            }
+        });
+    }
 }
