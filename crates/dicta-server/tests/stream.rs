@@ -451,3 +451,15 @@ async fn pings_are_answered_and_messages_queued_while_the_model_runs() {
     let msgs = until_done(&mut ws).await;
     assert_eq!(msgs[0]["text"], expected(&audio, Task::Transcribe));
 }
+
+/// A message over the 4 MiB limit closes the stream with 1009 ("message too big"), not a
+/// silent drop.
+#[tokio::test]
+async fn an_over_size_message_is_answered_with_close_1009() {
+    let server = TestServer::start(ServerConfig::default(), Arc::new(EchoBackend::new())).await;
+    let (mut ws, _) = open(&server, "").await;
+    ws.send(Message::binary(vec![0u8; (4 << 20) + 2]))
+        .await
+        .unwrap();
+    assert_eq!(close_code(&mut ws).await, 1009);
+}

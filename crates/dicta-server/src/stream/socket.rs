@@ -12,11 +12,20 @@ use crate::backend::{StreamEvent, StreamSession};
 use crate::metrics::Metrics;
 use crate::routes::Shared;
 
-/// Close codes (RFC 6455): normal, going away, policy violation, internal error, try later.
+/// Close codes (RFC 6455): going away, policy violation, internal error, try later, too big.
 const CLOSE_GOING_AWAY: u16 = 1001;
 const CLOSE_POLICY: u16 = 1008;
 const CLOSE_INTERNAL: u16 = 1011;
 const CLOSE_TRY_LATER: u16 = 1013;
+const CLOSE_TOO_BIG: u16 = 1009;
+
+/// Whether a read failed because the client's message passed the size limit.
+fn too_big(e: &axum::Error) -> bool {
+    use std::error::Error as _;
+    e.source()
+        .and_then(|s| s.downcast_ref::<tungstenite::Error>())
+        .is_some_and(|t| matches!(t, tungstenite::Error::Capacity(_)))
+}
 
 /// Most bytes of client messages read ahead while the model runs (about 4 minutes of 16 kHz
 /// `i16_le`); past this the socket is not read until the backlog shrinks (TCP backpressure).
@@ -175,6 +184,10 @@ pub(crate) async fn serve_socket(
         };
         idle_deadline = tokio::time::Instant::now() + idle;
         let flow = match msg {
+            // A message over the size limit: say so (RFC 6455's "message too big").
+            Some(Err(e)) if too_big(&e) => {
+                break Flow::Close(CLOSE_TOO_BIG, "message too big");
+            }
             None | Some(Err(_)) | Some(Ok(Message::Close(_))) => break Flow::Gone,
             Some(Ok(Message::Binary(bytes))) => stream.audio(&mut socket, &bytes).await,
             Some(Ok(Message::Text(text))) => stream.text(&mut socket, text.as_str()).await,
