@@ -24,31 +24,96 @@ const MAX_MOOV: u64 = 32 << 20;
 /// reader reserves that many entries before reading them, so a 5 KB upload announcing 2^32
 /// `stsc` entries made it allocate 34 GB and abort the whole process (found by fuzzing).
 pub(super) fn priming(source: &mut dyn MediaSource) -> Result<Option<u64>, String> {
-    let moov = find(source);
+    let checked = check_all(source);
     source
         .seek(SeekFrom::Start(0))
         .map_err(|e| format!("cannot rewind: {e}"))?;
-    match moov {
-        Moov::None => Ok(None),
-        Moov::TooLarge(size) => Err(format!(
-            "the MP4 index (moov box) is {size} bytes, past the {MAX_MOOV} any recording needs"
-        )),
-        Moov::Found(moov) => {
-            check_tables(&moov, 0)?;
-            Ok(from_moov(&moov))
-        }
+    checked
+}
+
+/// Symphonia's probe takes the first format marker in the first MiB, so its MP4 reader may
+/// start at any `ftyp` there (after junk), and it reads every top-level `moov`, not just the
+/// first: walk the top level from the start and from each such `ftyp`, and check every `moov`
+/// met. The priming comes from the first `moov` found.
+fn check_all(source: &mut dyn MediaSource) -> Result<Option<u64>, String> {
+    let Some(total) = source.byte_len() else {
+        return Ok(None);
+    };
+    let mut starts = vec![0u64];
+    let mut head = vec![0u8; PROBE_WINDOW.min(total) as usize];
+    if source.seek(SeekFrom::Start(0)).is_ok() && source.read_exact(&mut head).is_ok() {
+        starts.extend(
+            head.windows(4)
+                .enumerate()
+                .filter(|(at, w)| *at >= 4 && *w == b"ftyp")
+                .map(|(at, _)| at as u64 - 4),
+        );
     }
+    starts.dedup();
+    let mut trim = None;
+    for start in starts {
+        walk(source, start, total, &mut |moov| {
+            check_tables(moov, 0)?;
+            if trim.is_none() {
+                trim = Some(from_moov(moov));
+            }
+            Ok(())
+        })?;
+    }
+    Ok(trim.flatten())
 }
 
-/// What the top level holds.
-enum Moov {
-    None,
-    TooLarge(u64),
-    Found(Vec<u8>),
-}
+/// Bytes symphonia's probe scans for a format marker (its `PROBE_SEARCH_LIMIT`, plus its
+/// 16-byte window).
+const PROBE_WINDOW: u64 = (1 << 20) + 16;
 
-fn find(source: &mut dyn MediaSource) -> Moov {
-    read_moov(source).unwrap_or(Moov::None)
+/// Walks the top-level boxes from `at`, calling `each` with the body of every `moov` (cut to
+/// what the file holds); stops quietly where the boxes stop making sense (not MP4 there).
+fn walk(
+    source: &mut dyn MediaSource,
+    mut at: u64,
+    total: u64,
+    each: &mut dyn FnMut(&[u8]) -> Result<(), String>,
+) -> Result<(), String> {
+    let mut head = [0u8; 16];
+    // Top level: skip everything else (mdat can be gigabytes).
+    while at + 8 <= total {
+        if source.seek(SeekFrom::Start(at)).is_err() || source.read_exact(&mut head[..8]).is_err() {
+            return Ok(());
+        }
+        let mut size = u64::from(be32(&head[0..4]));
+        let kind: [u8; 4] = [head[4], head[5], head[6], head[7]];
+        let mut header = 8;
+        if size == 1 {
+            if source.read_exact(&mut head[8..16]).is_err() {
+                return Ok(());
+            }
+            size = be64(&head[8..16]);
+            header = 16;
+        } else if size == 0 {
+            size = total - at;
+        }
+        if size < header {
+            return Ok(());
+        }
+        if &kind == b"moov" {
+            if size > MAX_MOOV {
+                return Err(format!(
+                    "the MP4 index (moov box) is {size} bytes, past the {MAX_MOOV} any recording needs"
+                ));
+            }
+            // A file cut inside its index is checked too (symphonia reads on to the end of
+            // the file): read what there is.
+            let there = (size - header).min(total.saturating_sub(at + header));
+            let mut moov = vec![0u8; there as usize];
+            if source.read_exact(&mut moov).is_err() {
+                return Ok(());
+            }
+            each(&moov)?;
+        }
+        at = at.saturating_add(size);
+    }
+    Ok(())
 }
 
 /// Checks, through `trak/mdia/minf/stbl`, that no box overruns its parent and that every
@@ -98,43 +163,6 @@ fn entries(kind: &str, body: &[u8], count_at: usize, entry: u64) -> Result<(), S
         ));
     }
     Ok(())
-}
-
-fn read_moov(source: &mut dyn MediaSource) -> Option<Moov> {
-    let total = source.byte_len()?;
-    let mut at = 0u64;
-    let mut head = [0u8; 16];
-    // Top level: skip everything (mdat can be gigabytes) until `moov`.
-    while at + 8 <= total {
-        source.seek(SeekFrom::Start(at)).ok()?;
-        source.read_exact(&mut head[..8]).ok()?;
-        let mut size = u64::from(be32(&head[0..4]));
-        let kind: [u8; 4] = [head[4], head[5], head[6], head[7]];
-        let mut header = 8;
-        if size == 1 {
-            source.read_exact(&mut head[8..16]).ok()?;
-            size = be64(&head[8..16]);
-            header = 16;
-        } else if size == 0 {
-            size = total - at;
-        }
-        if size < header {
-            return None;
-        }
-        if &kind == b"moov" {
-            if size > MAX_MOOV {
-                return Some(Moov::TooLarge(size));
-            }
-            // A file cut inside its index still goes to the checks (symphonia would read on
-            // to the end of the file): read what there is.
-            let there = (size - header).min(total.saturating_sub(at + header));
-            let mut moov = vec![0u8; there as usize];
-            source.read_exact(&mut moov).ok()?;
-            return Some(Moov::Found(moov));
-        }
-        at += size;
-    }
-    None
 }
 
 /// Children of a box body: (type, body).
