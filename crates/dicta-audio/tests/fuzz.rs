@@ -12,23 +12,19 @@ const AUDIO_EXT: [&str; 7] = ["wav", "flac", "mp3", "ogg", "m4a", "opus", "txt"]
 
 fn audio_seeds() -> Vec<Vec<u8>> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
-    let mut seeds: Vec<Vec<u8>> = Vec::new();
-    for dir in [root.join("fixtures/audio"), root.join("fuzz_corpus/audio")] {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        let mut paths: Vec<_> = entries
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| {
-                p.extension()
-                    .and_then(|e| e.to_str())
-                    .is_some_and(|e| AUDIO_EXT.contains(&e))
-                    || dir.ends_with("fuzz_corpus/audio")
-            })
-            .collect();
-        paths.sort();
-        seeds.extend(paths.iter().map(|p| std::fs::read(p).unwrap()));
-    }
+    // The audio fixtures (not the reference arrays and scripts beside them), then the corpus.
+    let mut paths: Vec<_> = std::fs::read_dir(root.join("fixtures/audio"))
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.extension()
+                .and_then(|e| e.to_str())
+                .is_some_and(|e| AUDIO_EXT.contains(&e))
+        })
+        .collect();
+    paths.sort();
+    let mut seeds: Vec<Vec<u8>> = paths.iter().map(|p| std::fs::read(p).unwrap()).collect();
+    seeds.extend(dicta_fuzz::seeds_from(root.join("fuzz_corpus/audio")));
     seeds
 }
 

@@ -53,11 +53,7 @@ fn seeds() -> Vec<Vec<u8>> {
         gunzip(&root.join("fixtures/sub.arpa.gz"), 64 << 10),
         gunzip(&root.join("fixtures/sub.lm.bin.gz"), 256 << 10),
     ];
-    if let Ok(entries) = std::fs::read_dir(root.join("fuzz_corpus/lm")) {
-        let mut paths: Vec<_> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
-        paths.sort();
-        seeds.extend(paths.iter().map(|p| std::fs::read(p).unwrap()));
-    }
+    seeds.extend(dicta_fuzz::seeds_from(root.join("fuzz_corpus/lm")));
     seeds
 }
 

@@ -121,20 +121,8 @@ fn walk(
 /// the entries it announces.
 fn check_tables(mut b: &[u8], depth: u8) -> Result<(), String> {
     while b.len() >= 8 {
-        let kind = String::from_utf8_lossy(&b[4..8]).into_owned();
-        let (size, header) = match be32(&b[0..4]) {
-            1 if b.len() >= 16 => (be64(&b[8..16]), 16),
-            1 => return Err(format!("a truncated {kind:?} box header")),
-            0 => (b.len() as u64, 8),
-            s => (u64::from(s), 8),
-        };
-        if size < header || size > b.len() as u64 {
-            return Err(format!(
-                "a {kind:?} box of {size} bytes overruns the {} bytes left in its parent",
-                b.len()
-            ));
-        }
-        let body = &b[header as usize..size as usize];
+        let (kind, body, size) = first_box(b)?;
+        let kind = String::from_utf8_lossy(kind).into_owned();
         match &b[4..8] {
             b"trak" | b"mdia" | b"minf" | b"stbl" if depth < 8 => check_tables(body, depth + 1)?,
             b"stco" => entries(&kind, body, 4, 4)?,
@@ -146,9 +134,32 @@ fn check_tables(mut b: &[u8], depth: u8) -> Result<(), String> {
             }
             _ => {}
         }
-        b = &b[size as usize..];
+        b = &b[size..];
     }
     Ok(())
+}
+
+/// The first box of `b` (at least 8 bytes): its type, its body and the bytes it takes, or
+/// why it is not a box that fits in `b`.
+fn first_box(b: &[u8]) -> Result<(&[u8], &[u8], usize), String> {
+    let kind = &b[4..8];
+    let (size, header) = match be32(&b[0..4]) {
+        1 if b.len() >= 16 => (be64(&b[8..16]), 16),
+        1 => {
+            let kind = String::from_utf8_lossy(kind);
+            return Err(format!("a truncated {kind:?} box header"));
+        }
+        0 => (b.len() as u64, 8),
+        s => (u64::from(s), 8),
+    };
+    if size < header || size > b.len() as u64 {
+        let kind = String::from_utf8_lossy(kind);
+        return Err(format!(
+            "a {kind:?} box of {size} bytes overruns the {} bytes left in its parent",
+            b.len()
+        ));
+    }
+    Ok((kind, &b[header as usize..size as usize], size as usize))
 }
 
 /// The table of `body` (its count at `count_at`, entries after it) fits in `body`.
@@ -171,16 +182,8 @@ fn boxes(mut b: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
         if b.len() < 8 {
             return None;
         }
-        let size = be32(&b[0..4]) as usize;
-        let (size, header) = match size {
-            1 if b.len() >= 16 => (usize::try_from(be64(&b[8..16])).ok()?, 16),
-            0 => (b.len(), 8),
-            s => (s, 8),
-        };
-        if size < header || size > b.len() {
-            return None;
-        }
-        let (kind, body) = (&b[4..8], &b[header..size]);
+        // Lenient where `check_tables` is strict: a box that does not fit ends the list.
+        let (kind, body, size) = first_box(b).ok()?;
         b = &b[size..];
         Some((kind, body))
     })
