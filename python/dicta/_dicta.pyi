@@ -26,6 +26,8 @@ class Engine:
         lm_beta: float = ...,
         beam_width: int = ...,
         progress: bool = ...,
+        assistant: Optional[str] = ...,
+        assistant_tokens: int = ...,
     ) -> None: ...
     def transcribe(
         self,

@@ -105,7 +105,8 @@ impl NativeEngine {
     #[pyo3(signature = (
         model, *, home, python, compute_type=None, threads=None, batch_size=8,
         long_form="sequential", overlap_seconds=5.0, vad_model=None, speaker_model=None,
-        decoder="greedy", lm=None, lm_alpha=0.5, lm_beta=1.0, beam_width=25, progress=false
+        decoder="greedy", lm=None, lm_alpha=0.5, lm_beta=1.0, beam_width=25, progress=false,
+        assistant=None, assistant_tokens=5
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -126,6 +127,8 @@ impl NativeEngine {
         lm_beta: f64,
         beam_width: usize,
         progress: bool,
+        assistant: Option<String>,
+        assistant_tokens: usize,
     ) -> PyResult<Self> {
         let config = (|| -> Result<EngineConfig> {
             let mut config = EngineConfig {
@@ -142,6 +145,7 @@ impl NativeEngine {
                     }
                 },
                 overlap_seconds,
+                assistant_tokens,
                 ..EngineConfig::default()
             };
             config.stream.threads = threads;
@@ -170,6 +174,8 @@ impl NativeEngine {
                 let config = EngineConfig {
                     vad_model: vad_model.as_deref().map(resolve).transpose()?,
                     speaker_model: speaker_model.as_deref().map(resolve).transpose()?,
+                    assistant_model: assistant.as_deref().map(resolve).transpose()?,
+                    assistant_compute_type: config.compute_type,
                     ..config
                 };
                 Engine::load(&model_dir, config).map_err(|e| {

@@ -40,6 +40,7 @@ pub(crate) const DECODE_OPTIONS: &[&str] = &[
     "min_speakers",
     "max_speakers",
     "speaker_threshold",
+    "channels",
 ];
 
 /// The keys of `vad_parameters` (faster-whisper's `VadOptions`).
@@ -145,6 +146,10 @@ pub(crate) fn decode_options(
                 }
             }
             "diarize" => diarize_on = get(key, v, "a bool")?,
+            "channels" => {
+                let c: String = get(key, v, "\"mix\" or \"split\"")?;
+                o.channels = dicta_core::ChannelMode::parse(&c)?;
+            }
             "num_speakers" => dia.num_speakers = get(key, v, "an int or None")?,
             "min_speakers" => dia.min_speakers = get(key, v, "an int or None")?,
             "max_speakers" => dia.max_speakers = get(key, v, "an int or None")?,

@@ -3,7 +3,7 @@
 
 mod decode_support;
 
-use decode_support::{fixture, npy, snr_db};
+use decode_support::{fixture, npy, npy_i16, snr_db};
 use dicta_audio::decode::{
     decode_bytes, decode_path, decode_raw_pcm, load_bytes, load_path, load_raw_pcm, PcmEncoding,
 };
@@ -118,6 +118,103 @@ fn aac_in_mp4_matches_ffmpeg() {
     );
 }
 
+/// The lag (in samples of `ours`, within ±`max_lag`) that best aligns `ours` with `want`, and
+/// the SNR there (over the overlap, which must cover at least half of `want`).
+fn best_alignment(ours: &[f32], want: &[f32], max_lag: isize) -> (f64, isize) {
+    let mut best = (f64::NEG_INFINITY, 0isize);
+    for lag in -max_lag..=max_lag {
+        let (a, b) = if lag >= 0 {
+            (&ours[lag as usize..], want)
+        } else {
+            (ours, &want[(-lag) as usize..])
+        };
+        let n = a.len().min(b.len());
+        if n < want.len() / 2 {
+            continue;
+        }
+        let s = snr_db(&b[..n], &a[..n]);
+        if s > best.0 {
+            best = (s, lag);
+        }
+    }
+    best
+}
+
+/// Opus against FFmpeg's own decode of the same file through libopus, then its default
+/// resampler to 16 kHz mono s16 (as PyAV converts for faster-whisper), compared at 16 kHz
+/// (see make_ffmpeg_fixtures.py for why libopus and not FFmpeg's native Opus decoder).
+/// Returns (SNR dB, lag in 16 kHz samples, our length, FFmpeg's length).
+fn opus_parity(file: &str, reference: &str, channels: usize) -> (f64, isize, usize, usize) {
+    let path = fixture(file);
+    let audio = decode_path(&path).unwrap();
+    assert_eq!(
+        audio.sample_rate, 48_000,
+        "{file}: Opus always decodes at 48 kHz"
+    );
+    let ours = load_path(&path).unwrap();
+    let want = npy_i16(reference);
+    let (snr, lag) = best_alignment(&ours, &want, 1600);
+    println!(
+        "{file}: {channels} ch, {} samples at 48 kHz, {} at 16 kHz (FFmpeg {}), best lag {lag}, SNR {snr:.1} dB",
+        audio.samples.len(),
+        ours.len(),
+        want.len()
+    );
+    // Bytes and path agree, and the name's extension is only a hint.
+    let bytes = std::fs::read(&path).unwrap();
+    assert_eq!(decode_bytes(&bytes, "upload.bin").unwrap(), audio, "{file}");
+    (snr, lag, ours.len(), want.len())
+}
+
+/// Ogg/Opus (RFC 7845): the pre-skip is dropped and the end trimmed to the last granule
+/// position, as FFmpeg does, so the samples line up one for one and the lengths agree.
+#[test]
+fn ogg_opus_matches_ffmpeg() {
+    for (file, reference, channels) in [
+        ("opus_48k_mono.ogg", "opus_48k_mono_ogg.ref16k.npy", 1),
+        ("opus_16k_stereo.ogg", "opus_16k_stereo_ogg.ref16k.npy", 2),
+        ("speech.opus", "speech_opus.ref16k.npy", 1),
+    ] {
+        let (snr, lag, len, want) = opus_parity(file, reference, channels);
+        assert_eq!(
+            lag, 0,
+            "{file}: the pre-skip must be dropped as FFmpeg drops it"
+        );
+        assert!(snr >= 60.0, "{file}: SNR {snr:.1} dB");
+        assert_eq!(
+            len, want,
+            "{file}: the end must be trimmed to the last granule"
+        );
+    }
+}
+
+/// WebM/Opus (what browsers' MediaRecorder writes; Matroska `A_OPUS`, the `OpusHead` in
+/// CodecPrivate): the pre-skip is dropped as FFmpeg drops it. symphonia's Matroska reader
+/// ignores `DiscardPadding`, so the end keeps the encoder's padding of the last packet (under
+/// one 20 ms frame, 320 samples at 16 kHz) that FFmpeg cuts.
+#[test]
+fn webm_opus_matches_ffmpeg() {
+    for (file, reference, channels) in [
+        ("opus_16k_mono.webm", "opus_16k_mono_webm.ref16k.npy", 1),
+        (
+            "opus_44k1_stereo.webm",
+            "opus_44k1_stereo_webm.ref16k.npy",
+            2,
+        ),
+    ] {
+        let (snr, lag, len, want) = opus_parity(file, reference, channels);
+        assert_eq!(
+            lag, 0,
+            "{file}: the pre-skip must be dropped as FFmpeg drops it"
+        );
+        assert!(snr >= 60.0, "{file}: SNR {snr:.1} dB");
+        assert!(
+            len >= want && len <= want + 320,
+            "{file}: {len} vs {want} samples"
+        );
+    }
+}
+
 /// A WAV written by `ffmpeg -f wav pipe:1` (RIFF and data sizes left at 0xFFFFFFFF) decodes
 /// to the end, sample for sample.
 #[test]
@@ -136,6 +233,9 @@ fn bytes_and_path_decode_identically() {
         "speech.ogg",
         "speech.m4a",
         "piped.wav",
+        "speech.opus",
+        "opus_48k_mono.ogg",
+        "opus_44k1_stereo.webm",
         "jfk_44k1_stereo.flac",
     ] {
         let path = fixture(file);

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use dicta_audio::decode::{load_owned_bounded, load_raw_pcm, Bounds, PcmEncoding};
 
-const AUDIO_EXT: [&str; 7] = ["wav", "flac", "mp3", "ogg", "m4a", "opus", "txt"];
+const AUDIO_EXT: [&str; 8] = ["wav", "flac", "mp3", "ogg", "m4a", "opus", "webm", "txt"];
 
 fn audio_seeds() -> Vec<Vec<u8>> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
@@ -29,7 +29,9 @@ fn audio_seeds() -> Vec<Vec<u8>> {
 }
 
 /// The name's extension is a format hint: vary it so that every probe order is tried.
-const NAMES: [&str; 6] = ["in.wav", "in.flac", "in.mp3", "in.ogg", "in.m4a", "upload"];
+const NAMES: [&str; 7] = [
+    "in.wav", "in.flac", "in.mp3", "in.ogg", "in.m4a", "in.webm", "upload",
+];
 
 #[test]
 #[ignore = "fuzzing: run with --ignored"]
@@ -48,7 +50,8 @@ fn fuzz_audio_decode() {
             limit: "fuzz (600 s)",
             on_samples: &mut count,
         };
-        if let Ok(samples) = load_owned_bounded(bytes.to_vec(), name, bounds) {
+        if let Ok(loaded) = load_owned_bounded(bytes.to_vec(), name, bounds) {
+            let samples = loaded.samples;
             // A result is within its bounds and holds real numbers.
             assert!(
                 samples.len() <= 601 * 16_000,

@@ -9,6 +9,7 @@ mod diarize_cmd;
 mod models_cmd;
 mod serve_cmd;
 mod transcribe_cmd;
+mod transcribe_live;
 mod vad_cmd;
 
 use std::path::PathBuf;

@@ -121,6 +121,14 @@ pub struct ServeArgs {
     /// `ecapa-voxceleb`, fetched on first use, or a folder); without it such requests get 400.
     #[arg(long, env = "DICTA_SPEAKER_MODEL")]
     pub speaker_model: Option<String>,
+    /// Speculative decoding for the Whisper models (greedy requests: `--beam-size 1`, or a
+    /// request's `beam_size` 1): a smaller Whisper model (name or folder) drafts tokens the main
+    /// model checks in one pass; answers are unchanged, token for token.
+    #[arg(long, env = "DICTA_ASSISTANT")]
+    pub assistant: Option<String>,
+    /// Tokens the assistant drafts per round.
+    #[arg(long, default_value_t = dicta_engine::whisper::DEFAULT_DRAFT_TOKENS)]
+    pub assistant_tokens: usize,
 }
 
 /// Adapts the engine to the server's backend seam.
@@ -143,6 +151,7 @@ impl EngineBackend {
             .vad_filter
             .then(|| r.vad_parameters.clone().unwrap_or_default());
         o.diarize = r.diarize_options();
+        o.channels = r.channels;
         o.task = match r.task {
             dicta_server::Task::Transcribe => Task::Transcribe,
             dicta_server::Task::Translate => Task::Translate,
@@ -172,10 +181,22 @@ impl Backend for EngineBackend {
                 .map(|&i| {
                     let input = inputs[i].take().expect("each input is in one group");
                     cancels.push(input.cancel);
+                    let source = if input.channels > 1 {
+                        // `channels=split`: the channels one after another.
+                        let n = input.samples.len() / input.channels;
+                        let planes: Vec<Vec<f32>> = input
+                            .samples
+                            .chunks(n.max(1))
+                            .map(<[f32]>::to_vec)
+                            .collect();
+                        AudioSource::Channels(planes.into())
+                    } else {
+                        AudioSource::Samples(input.samples)
+                    };
                     Input {
                         audio: input.id.clone(),
                         id: input.id,
-                        source: AudioSource::Samples(input.samples),
+                        source,
                     }
                 })
                 .collect();
@@ -216,6 +237,17 @@ impl Backend for EngineBackend {
         Ok(())
     }
 
+    fn languages(&self) -> Option<Vec<String>> {
+        // Moonshine and CTC models: `None`, checked by the engine, if at all.
+        let c = &self.engine.whisper()?.config;
+        match (c.is_multilingual, c.lang_ids.is_empty()) {
+            (false, _) => Some(vec!["en".to_string()]),
+            (true, false) => Some(c.lang_ids.iter().map(|(code, _)| code.clone()).collect()),
+            // A multilingual folder that lists no language tokens: the engine says why.
+            (true, true) => None,
+        }
+    }
+
     fn supports_translation(&self) -> bool {
         self.engine
             .whisper()
@@ -227,6 +259,12 @@ impl Backend for EngineBackend {
     }
 
     fn open_stream(&self, options: StreamOptions) -> dicta_core::Result<Box<dyn StreamSession>> {
+        self.check_stream_options(&options)?;
+        let session = self.engine.open_session(SessionOptions::default())?;
+        Ok(Box::new(EngineStream(session)))
+    }
+
+    fn check_stream_options(&self, options: &StreamOptions) -> dicta_core::Result<()> {
         if let Some(lang) = &options.language {
             // Stream sessions decode with the engine's options; a per-session language would
             // need its own decode options in the shared worker.
@@ -235,13 +273,12 @@ impl Backend for EngineBackend {
             if engine_lang != Some(lang.as_str()) && !(english_only && lang == "en") {
                 return Err(Error::invalid_input(format!(
                     "language {lang:?} cannot be chosen per stream: streams decode in the \
-                     server's language ({})",
+                     server's language ({}); start the server with --language {lang} for that",
                     engine_lang.unwrap_or("detected by the model")
                 )));
             }
         }
-        let session = self.engine.open_session(SessionOptions::default())?;
-        Ok(Box::new(EngineStream(session)))
+        Ok(())
     }
 }
 
@@ -294,6 +331,10 @@ pub fn run(args: &ServeArgs, g: &Globals) -> Result<u8> {
         }
         (Some(name), Some(_)) => Some(fetch::resolve_model(name, &g.home, &g.python, true)?),
     };
+    let assistant = match &args.assistant {
+        Some(name) => Some(fetch::resolve_model(name, &g.home, &g.python, true)?),
+        None => None,
+    };
     let mut backends: Vec<Arc<dyn Backend>> = Vec::with_capacity(args.model.len());
     for name in &args.model {
         let model_dir: PathBuf = fetch::resolve_model(name, &g.home, &g.python, true)?;
@@ -306,6 +347,9 @@ pub fn run(args: &ServeArgs, g: &Globals) -> Result<u8> {
             compute_type: args.compute_type,
             vad_model: vad_model.clone(),
             speaker_model: speaker_model.clone(),
+            assistant_model: assistant.clone(),
+            assistant_compute_type: args.compute_type,
+            assistant_tokens: args.assistant_tokens,
             ..EngineConfig::default()
         };
         let engine = Engine::load(&model_dir, config)

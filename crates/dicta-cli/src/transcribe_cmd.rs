@@ -11,7 +11,6 @@ use dicta_decode::{job::parse_hotword, BeamConfig, LmWeights};
 use dicta_engine::whisper::{DecodeOptions, LongFormMode, Task};
 use dicta_engine::{CtcDecoderKind, CtcOptions, Engine, EngineConfig, Input};
 use dicta_models::whisper::ComputeType;
-use indicatif::{ProgressBar, ProgressStyle};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -31,6 +30,26 @@ pub enum OutputFormat {
     Srt,
     /// WebVTT subtitles.
     Vtt,
+}
+
+/// What is done with a recording's channels (`--channels`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ChannelsArg {
+    /// Average the channels (after resampling), as faster-whisper does.
+    Mix,
+    /// Transcribe each channel on its own (one speaker per channel, e.g. call recordings) and
+    /// merge the segments by start time, each with its `channel` (`[CH0]`, `[CH1]` in
+    /// srt / vtt / text); with --diarize the speaker is the channel (`SPEAKER_00` = channel 0).
+    Split,
+}
+
+/// What the model does with the speech (`--task`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TaskArg {
+    /// Transcribe in the spoken language.
+    Transcribe,
+    /// Translate into English (multilingual Whisper models).
+    Translate,
 }
 
 /// Long-form processing of recordings longer than 30 s.
@@ -92,6 +111,18 @@ pub struct TranscribeArgs {
     /// otherwise float32 is used with a warning).
     #[arg(long, env = "DICTA_COMPUTE_TYPE", default_value = "default", value_parser = parse_compute_type)]
     pub compute_type: ComputeType,
+    /// Speculative decoding (Whisper, greedy: with `--beam-size 1`): a smaller Whisper model
+    /// (a known name such as tiny.en, fetched on first use, or a folder) drafts tokens that the
+    /// main model checks in one decoder pass. The transcript is the main model's, token for
+    /// token; only the speed changes (see README: when it pays).
+    #[arg(long, env = "DICTA_ASSISTANT")]
+    pub assistant: Option<String>,
+    /// Tokens the assistant drafts per round.
+    #[arg(long, default_value_t = dicta_engine::whisper::DEFAULT_DRAFT_TOKENS)]
+    pub assistant_tokens: usize,
+    /// Numeric type of the assistant model: default, float32 or int8.
+    #[arg(long, default_value = "default", value_parser = parse_compute_type)]
+    pub assistant_compute_type: ComputeType,
     /// Long-form mode for recordings over 30 s.
     #[arg(long, value_enum, default_value_t = LongForm::Sequential)]
     pub long_form: LongForm,
@@ -138,8 +169,12 @@ pub struct TranscribeArgs {
     /// models accept only `en`; an unknown code is refused with the list of valid ones.
     #[arg(long)]
     pub language: Option<String>,
-    /// Translate into English instead of transcribing (multilingual models).
-    #[arg(long)]
+    /// Transcribe in the spoken language, or translate into English (multilingual Whisper
+    /// models; English-only ones refuse `translate`).
+    #[arg(long, value_enum, default_value_t = TaskArg::Transcribe)]
+    pub task: TaskArg,
+    /// Same as `--task translate`.
+    #[arg(long, conflicts_with = "task")]
     pub translate: bool,
     /// Text to condition the first window on (names, spellings).
     #[arg(long)]
@@ -164,11 +199,21 @@ pub struct TranscribeArgs {
     /// srt / vtt / text. Tuned with --num-speakers, --min-speakers, --max-speakers.
     #[arg(long)]
     pub diarize: bool,
+    /// Stereo (or more channels): `mix` averages the channels; `split` transcribes each channel
+    /// on its own and merges the segments by start time, labelled with their channel (with
+    /// --diarize, the speaker of a segment is its channel instead of a clustering).
+    #[arg(long, value_enum, default_value_t = ChannelsArg::Mix)]
+    pub channels: ChannelsArg,
     #[command(flatten)]
     pub speaker: crate::diarize_cmd::SpeakerArgs,
     /// Hide the progress bar.
     #[arg(long)]
     pub quiet: bool,
+    /// Print each segment on stdout as soon as it is final, one line each:
+    /// `[0.00s -> 5.28s] text` (with several inputs after the input's id; inputs may
+    /// interleave). The formatted results then go only to --output / --output-dir.
+    #[arg(long)]
+    pub print_segments: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -190,6 +235,13 @@ pub fn run(args: &TranscribeArgs, g: &Globals) -> Result<u8> {
         eprintln!("dicta transcribe: --output-dir is for text/srt/vtt; use --output for JSON");
         return Ok(2);
     }
+    if args.print_segments && args.output.as_deref() == Some(Path::new("-")) {
+        eprintln!(
+            "dicta transcribe: --print-segments prints segments on standard output; write the \
+             results to a file with --output FILE or --output-dir DIR, not --output -"
+        );
+        return Ok(2);
+    }
     let decode = DecodeOptions {
         beam_size: args.beam_size,
         best_of: args.best_of,
@@ -201,7 +253,11 @@ pub fn run(args: &TranscribeArgs, g: &Globals) -> Result<u8> {
         language: args.language.clone(),
         vad: args.vad_filter.then(|| args.vad.options()),
         diarize: args.diarize.then(|| args.speaker.options()),
-        task: if args.translate {
+        channels: match args.channels {
+            ChannelsArg::Mix => dicta_core::ChannelMode::Mix,
+            ChannelsArg::Split => dicta_core::ChannelMode::Split,
+        },
+        task: if args.translate || args.task == TaskArg::Translate {
             Task::Translate
         } else {
             Task::Transcribe
@@ -237,29 +293,51 @@ pub fn run(args: &TranscribeArgs, g: &Globals) -> Result<u8> {
         compute_type: args.compute_type,
         vad_model: None,
         speaker_model: None,
+        assistant_model: None,
+        assistant_compute_type: args.assistant_compute_type,
+        assistant_tokens: args.assistant_tokens,
     };
     if let Err(e) = config.validate() {
         eprintln!("dicta transcribe: {}", e.message);
         return Ok(2);
     }
     let config = EngineConfig {
-        vad_model: if args.vad_filter || args.diarize {
+        // With --channels split, speakers are the channels: no detector or speaker model.
+        vad_model: if args.vad_filter || (args.diarize && args.channels == ChannelsArg::Mix) {
             Some(args.vad.resolve_model(g, !args.quiet)?)
         } else {
             None
         },
-        speaker_model: if args.diarize {
+        speaker_model: if args.diarize && args.channels == ChannelsArg::Mix {
             Some(args.speaker.resolve_model(g, !args.quiet)?)
         } else {
             None
+        },
+        assistant_model: match &args.assistant {
+            Some(name) => {
+                if args.beam_size > 1 && !args.quiet {
+                    eprintln!(
+                        "dicta transcribe: --assistant drafts for greedy decoding only; \
+                         with --beam-size {} it is loaded but unused (add --beam-size 1)",
+                        args.beam_size
+                    );
+                }
+                Some(fetch::resolve_model(name, &g.home, &g.python, !args.quiet)?)
+            }
+            None => None,
         },
         ..config
     };
     let model_dir = fetch::resolve_model(&args.model, &g.home, &g.python, !args.quiet)?;
     let engine = Engine::load(&model_dir, config)
         .with_context(|| format!("cannot load the model in {}", model_dir.display()))?;
+    if let Err(e) = engine.check_language_task(&engine.config().decode) {
+        // `--language xx` / `--task translate` the model cannot honour: a usage error.
+        eprintln!("dicta transcribe: {}", e.message);
+        return Ok(2);
+    }
 
-    let (results, stats) = transcribe_with_progress(&engine, &inputs, args.quiet);
+    let (results, stats) = transcribe_live(&engine, &inputs, args);
     let failed = results.iter().filter(|r| r.is_err()).count();
     for (input, r) in inputs.iter().zip(&results) {
         if let Err(e) = r {
@@ -346,32 +424,23 @@ fn collect_inputs(args: &TranscribeArgs) -> Result<Vec<Input>> {
     Ok(inputs)
 }
 
-/// Runs the engine over groups of inputs so the progress bar moves; each group is still batched.
-fn transcribe_with_progress(
+/// Runs the engine over all inputs in one call, showing its progress as it goes (a bar on
+/// stderr driven by audio seconds; with `--print-segments`, segments on stdout as they are
+/// final: see [`crate::transcribe_live`]).
+fn transcribe_live(
     engine: &Engine,
     inputs: &[Input],
-    quiet: bool,
+    args: &TranscribeArgs,
 ) -> (Vec<dicta_core::Result<Transcript>>, Stats) {
-    let group = (engine.config().batch_size * 4).max(16);
-    let bar = if quiet || inputs.len() <= group {
-        ProgressBar::hidden()
-    } else {
-        ProgressBar::new(inputs.len() as u64)
+    let ids: Vec<String> = inputs.iter().map(|i| i.id.clone()).collect();
+    let live = crate::transcribe_live::Live::new(&ids, args.quiet, args.print_segments);
+    let opts = DecodeOptions {
+        progress: live.progress(),
+        ..engine.config().decode.clone()
     };
-    bar.set_style(
-        ProgressStyle::with_template("{bar:30} {pos}/{len} inputs, {elapsed} elapsed, eta {eta}")
-            .expect("static template"),
-    );
-    let mut results = Vec::with_capacity(inputs.len());
-    let mut stats = Stats::default();
-    for chunk in inputs.chunks(group) {
-        let out = engine.transcribe(chunk);
-        results.extend(out.results);
-        stats.absorb(out.stats);
-        bar.inc(chunk.len() as u64);
-    }
-    bar.finish_and_clear();
-    (results, stats)
+    let out = engine.transcribe_with(inputs, &opts);
+    live.finish();
+    (out.results, out.stats)
 }
 
 fn render_one(format: OutputFormat, t: &Transcript) -> String {
@@ -482,6 +551,8 @@ fn write_results(
         Some(path) => {
             fs::write(path, body).with_context(|| format!("cannot write {}", path.display()))
         }
+        // Standard output carries the printed segments only.
+        None if args.print_segments => Ok(()),
         None => {
             let mut out = std::io::stdout().lock();
             out.write_all(body.as_bytes())?;

@@ -7,7 +7,7 @@ mod common;
 
 use std::path::PathBuf;
 
-use common::server::{curl, Server};
+use common::server::{curl, openai_verbose as openai, Server};
 use common::{model_dir, speaker_dir, vad_dir, DATA};
 use serde_json::Value;
 
@@ -33,29 +33,6 @@ fn padded_jfk(dir: &std::path::Path) -> PathBuf {
     }
     w.finalize().unwrap();
     path
-}
-
-fn openai(base: &str, file: &std::path::Path, fields: &[&str]) -> (u16, Value) {
-    let mut args: Vec<String> = vec![
-        "-w".into(),
-        "\n%{http_code}".into(),
-        "-F".into(),
-        format!("file=@{}", file.display()),
-        "-F".into(),
-        "response_format=verbose_json".into(),
-    ];
-    for f in fields {
-        args.push("-F".into());
-        args.push((*f).into());
-    }
-    args.push(format!("{base}/v1/audio/transcriptions"));
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let (body, _) = curl(&args);
-    let (json, code) = body.rsplit_once('\n').unwrap();
-    (
-        code.parse().unwrap(),
-        serde_json::from_str(json).unwrap_or(Value::Null),
-    )
 }
 
 #[test]

@@ -7,7 +7,8 @@ use serde_json::{json, Value};
 use crate::{Result, Segment, Transcript};
 
 /// One input's result as the CLI's `--format json` writes it (and the Python package returns it):
-/// `{"id","audio","text","language","duration","segments":[{"start","end","text"[,"words"]}],"error":null}`,
+/// `{"id","audio","text","language"[,"language_probability"],"duration","segments":[{"start","end","text"[,"words"]}],"error":null}`
+/// (`language_probability` where a multilingual model detected the language),
 /// or on failure `text`/`language`/`duration` null, no segments and
 /// `"error":{"type","message"}`. `verbose` (`verbose_json`) keeps every segment field.
 pub fn result_json(id: &str, audio: &str, r: &Result<Transcript>, verbose: bool) -> Value {
@@ -19,18 +20,33 @@ pub fn result_json(id: &str, audio: &str, r: &Result<Transcript>, verbose: bool)
                 .map(|s| {
                     if verbose {
                         serde_json::to_value(s).unwrap_or(Value::Null)
-                    } else if s.words.is_empty() {
-                        json!({"start": s.start, "end": s.end, "text": s.text})
                     } else {
-                        // Asked for with word timestamps.
-                        json!({"start": s.start, "end": s.end, "text": s.text, "words": s.words})
+                        let mut v = json!({"start": s.start, "end": s.end, "text": s.text});
+                        if !s.words.is_empty() {
+                            // Asked for with word timestamps.
+                            v["words"] = json!(s.words);
+                        }
+                        if let Some(c) = s.channel {
+                            // `--channels split`.
+                            v["channel"] = json!(c);
+                        }
+                        v
                     }
                 })
                 .collect();
-            json!({
+            let mut out = json!({
                 "id": id, "audio": audio, "text": t.text, "language": t.language,
                 "duration": t.duration, "segments": segments, "error": null,
-            })
+            });
+            // Only where a multilingual model detected the language.
+            if let Some(p) = t.language_probability {
+                out["language_probability"] = json!(p);
+            }
+            // Only on inputs read in part, so that sound inputs keep their shape.
+            if !t.warnings.is_empty() {
+                out["warnings"] = json!(t.warnings);
+            }
+            out
         }
         Err(e) => json!({
             "id": id, "audio": audio, "text": null, "language": null,
@@ -49,29 +65,40 @@ pub fn timestamp(seconds: f64, decimal_marker: char) -> String {
     format!("{h:02}:{m:02}:{s:02}{decimal_marker}{ms:03}")
 }
 
-/// A segment's text, trimmed, after `[SPEAKER_00] ` when it has a speaker.
+/// The label a segment's cue carries: its speaker (`SPEAKER_00`, with diarization), else its
+/// channel (`CH0`, `CH1`, … with `--channels split`), else none.
+pub fn label(s: &Segment) -> Option<String> {
+    match (&s.speaker, s.channel) {
+        (Some(who), _) => Some(who.clone()),
+        (None, Some(c)) => Some(format!("CH{c}")),
+        (None, None) => None,
+    }
+}
+
+/// A segment's text, trimmed, after `[SPEAKER_00] ` when it has a speaker (or `[CH1] ` when it
+/// has a channel and no speaker).
 pub fn cue_text(s: &Segment) -> String {
-    match &s.speaker {
+    match label(s) {
         Some(who) => format!("[{who}] {}", s.text.trim()),
         None => s.text.trim().to_string(),
     }
 }
 
-/// Plain text: the transcript's text, or with speakers one `[SPEAKER_00] …` line per change of
-/// speaker.
+/// Plain text: the transcript's text, or with speakers (or channels) one `[SPEAKER_00] …`
+/// (`[CH0] …`) line per change of label.
 pub fn to_text(text: &str, segments: &[Segment]) -> String {
-    if segments.iter().all(|s| s.speaker.is_none()) {
+    if segments.iter().all(|s| label(s).is_none()) {
         return format!("{}\n", text.trim());
     }
     let mut out = String::new();
-    let mut last: Option<&str> = None;
+    let mut last: Option<String> = None;
     for s in segments {
-        let who = s.speaker.as_deref();
+        let who = label(s);
         if who != last || last.is_none() {
             if !out.is_empty() {
                 out.push('\n');
             }
-            if let Some(w) = who {
+            if let Some(w) = &who {
                 out.push_str(&format!("[{w}]"));
             }
             last = who;
@@ -136,6 +163,43 @@ mod speaker_tests {
             to_text(" plain ", &[Segment::new(0.0, 1.0, "x")]),
             "plain\n"
         );
+    }
+}
+
+#[cfg(test)]
+mod channel_tests {
+    use super::*;
+
+    #[test]
+    fn channels_label_cues_and_lines_and_json_when_no_speaker() {
+        let mut a = Segment::new(0.0, 1.0, " Hello.");
+        a.channel = Some(0);
+        let mut b = Segment::new(0.5, 2.0, " Hi there.");
+        b.channel = Some(1);
+        let mut c = Segment::new(2.0, 3.0, " Bye.");
+        c.channel = Some(1);
+        let segs = [a.clone(), b, c];
+        assert!(to_srt(&segs).contains("\n[CH1] Hi there.\n"));
+        assert!(to_vtt(&segs).contains("\n[CH0] Hello.\n"));
+        assert_eq!(to_text("x", &segs), "[CH0] Hello.\n[CH1] Hi there. Bye.\n");
+        // A speaker (diarization) takes the place of the channel label.
+        let mut d = a.clone();
+        d.speaker = Some("SPEAKER_00".into());
+        assert_eq!(cue_text(&d), "[SPEAKER_00] Hello.");
+        let mut t: crate::Transcript = serde_json::from_value(serde_json::json!({
+            "id": "i", "audio": "a", "text": "Hello.", "language": null, "duration": 1.0,
+            "segments": [],
+        }))
+        .unwrap();
+        t.segments = vec![a];
+        for verbose in [false, true] {
+            let v = result_json("i", "a", &Ok(t.clone()), verbose);
+            assert_eq!(v["segments"][0]["channel"], 0, "verbose {verbose}");
+        }
+        let mut plain = t;
+        plain.segments[0].channel = None;
+        let v = result_json("i", "a", &Ok(plain), false);
+        assert!(v["segments"][0].get("channel").is_none());
     }
 }
 

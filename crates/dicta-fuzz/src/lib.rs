@@ -105,7 +105,7 @@ pub fn fuzz(name: &str, seeds: &[Vec<u8>], target: impl Fn(&[u8])) -> Report {
                 path.display()
             );
         }
-        if report.runs % 64 == 0 || i <= seeds.len() {
+        if report.runs.is_multiple_of(64) || i <= seeds.len() {
             let rss = rss_mib();
             report.peak_rss_mib = report.peak_rss_mib.max(rss);
             if rss > MAX_RSS_MIB {

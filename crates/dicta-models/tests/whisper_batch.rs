@@ -4,6 +4,7 @@
 mod whisper_support;
 
 use candle_core::{Device, IndexOp, Tensor};
+use dicta_models::whisper::{ComputeType, LoadOptions, Whisper};
 use whisper_support::*;
 
 const TOL: f32 = 1e-4;
@@ -110,4 +111,82 @@ fn select_rows_keeps_each_rows_state() {
         )
         .unwrap_err();
     assert_eq!(e.kind, dicta_core::ErrorKind::InvalidInput);
+}
+
+/// Speculative decoding's verification pass: several new tokens per row in one call (after a
+/// rollback with `truncate`) give each position the logits single-token steps give it. Reports
+/// how many positions are bitwise equal (the greedy argmax can only differ in near-ties if not).
+#[test]
+fn multi_token_verification_equals_single_steps() {
+    let Some(m) = model() else { return };
+    verification_equals_single_steps(m, "float32");
+    let int8 = LoadOptions {
+        compute_type: ComputeType::Int8,
+    };
+    let q = Whisper::load_with(&model_dir().unwrap(), &Device::Cpu, &int8).unwrap();
+    verification_equals_single_steps(&q, "int8");
+}
+
+fn verification_equals_single_steps(m: &Whisper, what: &str) {
+    let s = &m.config.special;
+    let p = vec![s.sot, s.no_timestamps];
+    let mel = mel();
+    // Each row's own greedy tokens, continued with row 0's where a row ended early (teacher
+    // forcing: any tokens do).
+    let mut seqs = greedy(m, &mel, &p, 24);
+    let n = seqs[0].len().min(16);
+    assert!(n >= 8, "greedy gave too few tokens: {seqs:?}");
+    let first = seqs[0].clone();
+    for r in seqs.iter_mut() {
+        let have = r.len();
+        r.extend_from_slice(&first[have.min(n)..n]);
+    }
+    let column = |i: usize| -> Vec<u32> { seqs.iter().map(|r| r[i]).collect() };
+    let rows = seqs.len();
+    let enc = m.encode(&mel).unwrap();
+    // Reference: the prompt, then one token per call; logits after each token.
+    let mut c1 = m.new_cache(&enc).unwrap();
+    m.decode_last(&prompt(&p, rows), &mut c1).unwrap();
+    let mut single = Vec::new();
+    for i in 0..n {
+        let t = Tensor::from_vec(column(i), (rows, 1), &Device::Cpu).unwrap();
+        single.push(m.decode_last(&t, &mut c1).unwrap());
+    }
+    // Verification-style calls: chunks of several tokens, each followed by a rollback of the
+    // last `back` positions that the next chunk feeds again.
+    let mut c2 = m.new_cache(&enc).unwrap();
+    m.decode_last(&prompt(&p, rows), &mut c2).unwrap();
+    let base = c2.len();
+    let (mut at, mut worst, mut exact, mut total) = (0usize, 0f32, 0usize, 0usize);
+    for (len, back) in [(1usize, 0usize), (5, 2), (4, 0), (6, 3), (3, 1), (8, 0)] {
+        let len = len.min(n - at);
+        if len == 0 {
+            break;
+        }
+        let flat: Vec<u32> = (0..rows)
+            .flat_map(|r| seqs[r][at..at + len].to_vec())
+            .collect();
+        let t = Tensor::from_vec(flat, (rows, len), &Device::Cpu).unwrap();
+        let all = m.decode_verify(&t, &mut c2).unwrap();
+        for j in 0..len {
+            let got = all.i((.., j)).unwrap();
+            let d = max_abs_diff(&got, &single[at + j]);
+            worst = worst.max(d);
+            exact += usize::from(d == 0.0);
+            total += 1;
+            let a = got.argmax(1).unwrap().to_vec1::<u32>().unwrap();
+            let b = single[at + j].argmax(1).unwrap().to_vec1::<u32>().unwrap();
+            assert_eq!(a, b, "position {}: argmax differs", at + j);
+        }
+        let keep = len - back.min(len - 1);
+        c2.truncate(base + at + keep).unwrap();
+        at += keep;
+    }
+    eprintln!(
+        "{what}: verification pass vs single steps: {exact}/{total} positions bitwise equal, \
+         max |diff| {worst:e}"
+    );
+    // Bitwise: a near-tie must break the same way as in plain greedy decoding.
+    assert_eq!(worst, 0.0, "{what}: verification logits differ by {worst}");
+    assert!(c2.truncate(c2.len() + 1).is_err());
 }

@@ -12,9 +12,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use base64::Engine as _;
-use dicta_audio::decode::{decode_raw_pcm, load_owned_bounded, Bounds, PcmEncoding};
+use dicta_audio::decode::{
+    decode_raw_pcm, load_channels_owned_bounded, load_owned_bounded, Bounds, Loaded, PcmEncoding,
+};
 use dicta_audio::SAMPLE_RATE;
-use dicta_core::{Error, ErrorKind, Result};
+use dicta_core::{ChannelMode, Error, ErrorKind, Result};
 
 /// The server-wide cap on decoded audio held by admitted requests (decoding, queued or being
 /// transcribed), in bytes of 16 kHz mono f32 samples. Requests reserve as they decode; a
@@ -86,7 +88,8 @@ impl Drop for Reservation {
 /// How an input's bytes are to be read.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum AudioFormat {
-    /// A file in any supported container (WAV, FLAC, MP3, OGG/Vorbis); detected from content.
+    /// A file in any supported container (WAV, FLAC, MP3, OGG/Vorbis or Opus, MP4, WebM);
+    /// detected from content.
     Encoded,
     /// Headerless little-endian mono PCM.
     Pcm {
@@ -124,18 +127,41 @@ pub(crate) struct AudioLimits {
     pub max_decoded_bytes: u64,
 }
 
-/// One decoded input: its id, and its 16 kHz samples or why they could not be had.
-pub(crate) type Decoded = (String, Result<Vec<f32>>);
+/// One decoded input: its id, and its 16 kHz samples (with the note on a damaged file that
+/// could be read in part) or why they could not be had.
+pub(crate) type Decoded = (String, Result<Loaded>);
+
+/// One decoded input of [`decode_inputs_as`]: its id, and its samples with their channel
+/// count, or why they could not be had.
+pub(crate) type DecodedChannels = (String, Result<(Loaded, usize)>);
 
 /// Decodes every input to 16 kHz mono, reserving what it holds in `reservation`. An input
 /// that cannot be read (bad base64, unknown format, damaged file, no audio) fails alone, with
 /// an error that names it; the request's limits (`LimitExceeded`) and the server's budget
 /// (`Overloaded`) fail the whole request.
+#[cfg_attr(not(test), allow(dead_code))]
 pub(crate) fn decode_inputs(
     inputs: Vec<RawInput>,
     limits: AudioLimits,
     reservation: &mut Reservation,
 ) -> Result<Vec<Decoded>> {
+    let out = decode_inputs_as(inputs, limits, ChannelMode::Mix, reservation)?;
+    Ok(out
+        .into_iter()
+        .map(|(id, r)| (id, r.map(|(l, _)| l)))
+        .collect())
+}
+
+/// [`decode_inputs`], each channel apart with [`ChannelMode::Split`]: an input's samples are
+/// then its channels one after another (all of one length), with the channel count beside
+/// them; the limits count every channel's samples (`max_audio_seconds` the recording's length).
+pub(crate) fn decode_inputs_as(
+    inputs: Vec<RawInput>,
+    limits: AudioLimits,
+    channels: ChannelMode,
+    reservation: &mut Reservation,
+) -> Result<Vec<DecodedChannels>> {
+    let split = channels == ChannelMode::Split;
     let mut out = Vec::with_capacity(inputs.len());
     let mut total_seconds = 0.0;
     let mut total_bytes = 0u64;
@@ -144,6 +170,7 @@ pub(crate) fn decode_inputs(
         match decode_one(
             input,
             limits,
+            split,
             reservation,
             &mut total_seconds,
             &mut total_bytes,
@@ -162,10 +189,11 @@ pub(crate) fn decode_inputs(
 fn decode_one(
     input: RawInput,
     limits: AudioLimits,
+    split: bool,
     reservation: &mut Reservation,
     total_seconds: &mut f64,
     total_bytes: &mut u64,
-) -> Result<Vec<f32>> {
+) -> Result<(Loaded, usize)> {
     let f32_bytes = std::mem::size_of::<f32>() as u64;
     let name = input.id;
     let bytes = match input.payload {
@@ -207,17 +235,25 @@ fn decode_one(
             };
             // Files keep their channels apart until after resampling, so that the conversion
             // matches `dicta transcribe` and faster-whisper bit for bit.
-            let samples = load_owned_bounded(
-                bytes,
-                &name,
-                Bounds {
-                    max_seconds: limits.max_audio_seconds - before,
-                    limit: &limit,
-                    on_samples: &mut on_samples,
-                },
-            )?;
-            *total_seconds += samples.len() as f64 / f64::from(SAMPLE_RATE);
-            Ok(samples)
+            let bounds = Bounds {
+                max_seconds: limits.max_audio_seconds - before,
+                limit: &limit,
+                on_samples: &mut on_samples,
+            };
+            if split {
+                let all = load_channels_owned_bounded(bytes, &name, bounds)?;
+                let n = all.channels.len();
+                let len = all.channels.first().map_or(0, Vec::len);
+                *total_seconds += len as f64 / f64::from(SAMPLE_RATE);
+                let loaded = Loaded {
+                    samples: all.channels.concat(),
+                    warning: all.warning,
+                };
+                return Ok((loaded, n));
+            }
+            let loaded = load_owned_bounded(bytes, &name, bounds)?;
+            *total_seconds += loaded.samples.len() as f64 / f64::from(SAMPLE_RATE);
+            Ok((loaded, 1))
         }
         AudioFormat::Pcm {
             encoding,
@@ -241,7 +277,11 @@ fn decode_one(
                 return Err(over_bytes(*total_bytes));
             }
             reservation.grow(add)?;
-            audio.into_16k()
+            let loaded = Loaded {
+                samples: audio.into_16k()?,
+                warning: None,
+            };
+            Ok((loaded, 1))
         }
     }
 }
@@ -268,7 +308,7 @@ mod tests {
         let mut r = budget.reservation();
         decode_inputs(inputs, limits, &mut r)?
             .into_iter()
-            .map(|(id, s)| s.map(|s| (id, s)))
+            .map(|(id, s)| s.map(|s| (id, s.samples)))
             .collect()
     }
 
@@ -291,7 +331,7 @@ mod tests {
         assert_eq!(out[0].0, "junk.wav");
         let e = out[0].1.as_ref().unwrap_err();
         assert!(e.message.contains("junk.wav"), "{}", e.message);
-        assert_eq!(out[1].1.as_ref().unwrap().len(), 3);
+        assert_eq!(out[1].1.as_ref().unwrap().samples.len(), 3);
     }
 
     const LOOSE: AudioLimits = AudioLimits {
@@ -518,7 +558,7 @@ mod bomb_tests {
             &mut first,
         )
         .unwrap();
-        assert_eq!(got[0].1.as_ref().unwrap().len(), 16_000);
+        assert_eq!(got[0].1.as_ref().unwrap().samples.len(), 16_000);
         assert_eq!(budget.used(), 64_000);
         let mut second = budget.reservation();
         let e = decode_inputs(

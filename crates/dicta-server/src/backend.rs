@@ -54,6 +54,9 @@ pub struct RequestOptions {
     pub min_speakers: Option<usize>,
     /// With `diarize`: at most this many speakers.
     pub max_speakers: Option<usize>,
+    /// Mix the channels (default) or transcribe each on its own (`"split"`; segments carry
+    /// their `channel`, and with `diarize` the speaker is the channel).
+    pub channels: dicta_core::ChannelMode,
 }
 
 impl RequestOptions {
@@ -74,8 +77,12 @@ pub struct BackendInput {
     /// The caller's id for this input. Not unique across a group: several requests may reuse
     /// the same id; the server matches results to requests by position, never by id.
     pub id: String,
-    /// Mono samples at 16 kHz (already decoded and resampled by the server).
+    /// Mono samples at 16 kHz (already decoded and resampled by the server); with
+    /// `options.channels` split, the `channels` channels one after another, each
+    /// `samples.len() / channels` long.
     pub samples: Vec<f32>,
+    /// How many channels `samples` holds (1 unless the request splits channels).
+    pub channels: usize,
     /// The options of the request this input belongs to.
     pub options: RequestOptions,
     /// Set once the request's client has gone (disconnected, or its `request_timeout_s`
@@ -116,6 +123,13 @@ pub trait Backend: Send + Sync + 'static {
         false
     }
 
+    /// The language codes the model takes (`["en"]` for English-only models, the 99 codes of a
+    /// multilingual Whisper), or `None` when it does not say. With a list, a request naming
+    /// another language gets 400 listing them, without calling the backend.
+    fn languages(&self) -> Option<Vec<String>> {
+        None
+    }
+
     /// Whether [`Backend::open_stream`] works. When false, `GET /v1/stream` answers 501 before
     /// upgrading, without calling the backend.
     fn supports_streaming(&self) -> bool {
@@ -134,6 +148,15 @@ pub trait Backend: Send + Sync + 'static {
             "model {} does not support streaming",
             self.model_name()
         )))
+    }
+
+    /// Checks stream options without opening a session, so that options the backend cannot
+    /// honour (e.g. a language its streams cannot decode in) are refused when they are set —
+    /// at the WebSocket upgrade or on the `config` message — not later, on the first audio.
+    /// [`Backend::open_stream`] must refuse the same options.
+    fn check_stream_options(&self, options: &StreamOptions) -> dicta_core::Result<()> {
+        let _ = options;
+        Ok(())
     }
 }
 

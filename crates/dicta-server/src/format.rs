@@ -75,7 +75,11 @@ pub(crate) fn render(
     granularity: Granularity,
 ) -> Response {
     match format {
-        ResponseFormat::Json => Json(json!({ "text": t.text.trim() })).into_response(),
+        ResponseFormat::Json => {
+            let mut v = json!({ "text": t.text.trim() });
+            with_warnings(&mut v, t);
+            Json(v).into_response()
+        }
         ResponseFormat::Text => plain(
             dicta_core::format::to_text(&t.text, &t.segments),
             "text/plain; charset=utf-8",
@@ -100,15 +104,39 @@ fn segments_or_whole(t: &Transcript) -> Vec<Segment> {
     }
 }
 
+/// Adds `warnings` (an input read only in part) to a JSON answer; sound inputs keep
+/// OpenAI's exact shape.
+fn with_warnings(v: &mut Value, t: &Transcript) {
+    if !t.warnings.is_empty() {
+        v["warnings"] = json!(t.warnings);
+    }
+}
+
 /// OpenAI's `verbose_json`. `seek` is the segment start in 10 ms frames (Whisper's unit; the
 /// backend does not report window offsets). Fields a CTC model lacks are reported as 0.
+/// `language` is the spoken language's name, or for a translation (as OpenAI's
+/// `TranslationVerbose`) the output's, always `english`, with the spoken one in
+/// `source_language`; `language_probability` (faster-whisper's) is added where a multilingual
+/// model detected the spoken language.
 pub(crate) fn verbose_json(t: &Transcript, task: Task, g: Granularity) -> Value {
+    let spoken = t
+        .language
+        .as_deref()
+        .map(language_name)
+        .unwrap_or("unknown");
     let mut v = json!({
         "task": task.as_str(),
-        "language": t.language.as_deref().map(language_name).unwrap_or("unknown"),
+        "language": if task == Task::Translate { "english" } else { spoken },
         "duration": t.duration,
         "text": t.text.trim(),
     });
+    if task == Task::Translate {
+        v["source_language"] = json!(spoken);
+    }
+    if let Some(p) = t.language_probability {
+        v["language_probability"] = json!(p);
+    }
+    with_warnings(&mut v, t);
     if g.segment {
         let segments: Vec<Value> = segments_or_whole(t)
             .iter()
@@ -128,6 +156,9 @@ pub(crate) fn verbose_json(t: &Transcript, task: Task, g: Granularity) -> Value 
                 });
                 if let Some(who) = &s.speaker {
                     seg["speaker"] = json!(who);
+                }
+                if let Some(c) = s.channel {
+                    seg["channel"] = json!(c);
                 }
                 seg
             })
@@ -183,8 +214,10 @@ mod tests {
             audio: "a.wav".into(),
             text: " Hello there. Bye.".into(),
             language: Some("en".into()),
+            language_probability: None,
             duration: 3663.0,
             segments: vec![s1, s2],
+            warnings: Vec::new(),
         }
     }
 
@@ -209,6 +242,7 @@ mod tests {
         let v = verbose_json(&t, Task::Transcribe, Granularity::default());
         assert_eq!(v["task"], "transcribe");
         assert_eq!(v["language"], "english");
+        assert!(v.get("source_language").is_none() && v.get("language_probability").is_none());
         assert_eq!(v["text"], "Hello there. Bye.");
         assert_eq!(v["segments"][0]["avg_logprob"], -0.25);
         assert_eq!(v["segments"][0]["tokens"], json!([50364, 2425]));
@@ -219,8 +253,14 @@ mod tests {
             segment: false,
             word: true,
         };
+        let mut t = t;
+        t.language = Some("sv".into());
+        t.language_probability = Some(0.75);
         let v = verbose_json(&t, Task::Translate, g);
         assert_eq!(v["task"], "translate");
+        assert_eq!(v["language"], "english");
+        assert_eq!(v["source_language"], "swedish");
+        assert_eq!(v["language_probability"], 0.75);
         assert!(v.get("segments").is_none());
         assert_eq!(
             v["words"][1],

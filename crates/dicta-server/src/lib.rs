@@ -206,6 +206,7 @@ impl Bound {
                 queue: queue_tx,
                 long_queue,
                 translation: backend.supports_translation(),
+                languages: backend.languages(),
             });
             ready.push(flag);
             warmed.push(warmed_rx);

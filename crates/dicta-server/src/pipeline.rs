@@ -10,7 +10,7 @@ use std::time::Instant;
 use dicta_core::{Cancel, Error, ErrorKind, Result, Stats, Transcript};
 use tokio::sync::{oneshot, Semaphore};
 
-use crate::audio::{decode_inputs, AudioBudget, AudioLimits, RawInput};
+use crate::audio::{decode_inputs_as, AudioBudget, AudioLimits, RawInput};
 use crate::backend::{BackendInput, RequestOptions, Task};
 use crate::config::ServerConfig;
 use crate::metrics::Metrics;
@@ -59,6 +59,8 @@ pub(crate) struct ModelQueue {
     pub long_queue: Option<mpsc::SyncSender<Job>>,
     /// Whether it translates.
     pub translation: bool,
+    /// The language codes it takes (`None`: not checked here).
+    pub languages: Option<Vec<String>>,
 }
 
 /// `"whisper-1"`, the model name OpenAI clients send by default: the default model.
@@ -173,14 +175,20 @@ impl Pipeline {
             req.model.as_deref(),
         )?;
         self.validate(&req, self.models[m].translation)?;
+        check_language(
+            req.options.language.as_deref(),
+            self.models[m].languages.as_deref(),
+        )?;
         let limits = AudioLimits {
             max_audio_seconds: self.cfg.max_audio_seconds,
             max_decoded_bytes: self.cfg.max_decoded_bytes,
         };
         let decoding = Decoding::start(&self.metrics);
         let mut reservation = self.budget.reservation();
+        let channels = req.options.channels;
         let (decoded, reservation) = tokio::task::spawn_blocking(move || {
-            decode_inputs(req.inputs, limits, &mut reservation).map(|d| (d, reservation))
+            decode_inputs_as(req.inputs, limits, channels, &mut reservation)
+                .map(|d| (d, reservation))
         })
         .await
         .map_err(|e| Error::internal(format!("audio decoding task failed: {e}")))??;
@@ -189,11 +197,14 @@ impl Pipeline {
         // Inputs that could not be read fail alone; the others go to the backend.
         let mut slots: Vec<std::result::Result<usize, Error>> = Vec::with_capacity(decoded.len());
         let mut good = Vec::with_capacity(decoded.len());
-        for (id, samples) in decoded {
-            match samples {
-                Ok(s) => {
+        // The note on each damaged file that could be read in part, by position in `good`.
+        let mut warnings = Vec::with_capacity(decoded.len());
+        for (id, loaded) in decoded {
+            match loaded {
+                Ok((l, channels)) => {
                     slots.push(Ok(good.len()));
-                    good.push((id, s));
+                    good.push((id, l.samples, channels));
+                    warnings.push(l.warning);
                 }
                 Err(e) => slots.push(Err(e)),
             }
@@ -216,9 +227,10 @@ impl Pipeline {
         let cancel = Cancel::from_flag(gone);
         let inputs = good
             .into_iter()
-            .map(|(id, samples)| BackendInput {
+            .map(|(id, samples, channels)| BackendInput {
                 id,
                 samples,
+                channels,
                 options: req.options.clone(),
                 cancel: cancel.clone(),
             })
@@ -259,9 +271,13 @@ impl Pipeline {
         let results = slots
             .into_iter()
             .map(|slot| match slot {
-                Ok(_) => done.next().unwrap_or_else(|| {
-                    Err(Error::internal("the backend returned too few results"))
-                }),
+                Ok(k) => done
+                    .next()
+                    .unwrap_or_else(|| Err(Error::internal("the backend returned too few results")))
+                    .map(|mut t| {
+                        t.warnings.extend(warnings[k].take());
+                        t
+                    }),
                 Err(e) => Err(e),
             })
             .collect();
@@ -289,6 +305,25 @@ impl Pipeline {
             ));
         }
         validate_options(&req.options, translation)
+    }
+}
+
+/// A `language` the model does not take: 400 listing the codes it does.
+pub(crate) fn check_language(language: Option<&str>, known: Option<&[String]>) -> Result<()> {
+    match (language, known) {
+        (Some(l), Some(known)) if !known.iter().any(|k| k == l) => {
+            Err(Error::invalid_input(if known == ["en"] {
+                format!(
+                    "this model is English-only: language must be \"en\" or left out, got {l:?}"
+                )
+            } else {
+                format!(
+                    "unknown language code {l:?}; this model knows: {}",
+                    known.join(", ")
+                )
+            }))
+        }
+        _ => Ok(()),
     }
 }
 
@@ -378,5 +413,18 @@ mod tests {
         };
         assert!(validate_options(&tr, false).is_err());
         validate_options(&tr, true).unwrap();
+    }
+
+    #[test]
+    fn languages_the_model_does_not_take_are_refused_listing_those_it_does() {
+        let multi: Vec<String> = ["en", "de", "sv"].map(String::from).to_vec();
+        check_language(Some("sv"), Some(&multi)).unwrap();
+        check_language(None, Some(&multi)).unwrap();
+        check_language(Some("xx"), None).unwrap();
+        let e = check_language(Some("xx"), Some(&multi)).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::InvalidInput);
+        assert!(e.message.contains("\"xx\"") && e.message.contains("en, de, sv"));
+        let e = check_language(Some("fr"), Some(&["en".to_string()])).unwrap_err();
+        assert!(e.message.contains("English-only"), "{}", e.message);
     }
 }

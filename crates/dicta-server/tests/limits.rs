@@ -41,11 +41,12 @@ fn transcribe(
 async fn undecodable_audio_is_400_naming_the_input() {
     let server = TestServer::start(ServerConfig::default(), Arc::new(EchoBackend::new())).await;
     let client = reqwest::Client::new();
-    let mut truncated = wav(&samples(16_000, 1), 16_000);
-    truncated.truncate(1000);
+    let whole = wav(&samples(16_000, 1), 16_000);
+    // Cut inside its header: nothing can be read.
+    let header_cut = whole[..30].to_vec();
     for (name, bytes) in [
         ("junk.bin", b"this is not audio".to_vec()),
-        ("cut.wav", truncated),
+        ("cut.wav", header_cut),
         ("empty.wav", Vec::new()),
     ] {
         let form = reqwest::multipart::Form::new()
@@ -65,6 +66,26 @@ async fn undecodable_audio_is_400_naming_the_input() {
         assert!(message.contains(name), "{message}");
         assert_serves(&server, &client, None).await;
     }
+    // Cut inside its audio: the part before the cut is transcribed, with a warning.
+    let form = reqwest::multipart::Form::new()
+        .part(
+            "file",
+            reqwest::multipart::Part::bytes(whole[..1000].to_vec()).file_name("part.wav"),
+        )
+        .text("model", "whisper-1")
+        .text("response_format", "verbose_json");
+    let r = client
+        .post(server.url("/v1/audio/transcriptions"))
+        .multipart(form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let body: serde_json::Value = r.json().await.unwrap();
+    let warning = body["warnings"][0].as_str().unwrap_or_default();
+    assert!(warning.starts_with("truncated"), "{body}");
+    // 1000 bytes of a 16-bit WAV: its 478 whole samples after the 44-byte header.
+    assert_eq!(body["duration"], 478.0 / 16_000.0, "{body}");
     server.shutdown().await.unwrap();
 }
 

@@ -161,6 +161,46 @@ async fn config_sets_encoding_rate_and_language_and_audio_is_resampled() {
 }
 
 #[tokio::test]
+async fn a_language_the_backend_cannot_stream_in_is_refused_when_it_is_set() {
+    let backend = Arc::new(EchoBackend::new());
+    let server = TestServer::start(ServerConfig::default(), backend.clone()).await;
+    // In the query string: 400 before the upgrade.
+    match connect(&server, "?language=fr", None).await {
+        Err(tungstenite::Error::Http(resp)) => {
+            assert_eq!(resp.status(), 400);
+            let body: Value = serde_json::from_slice(resp.body().as_ref().unwrap()).unwrap();
+            assert_eq!(body["error"]["type"], "invalid_input", "{body}");
+            assert!(
+                body["error"]["message"].as_str().unwrap().contains("fr"),
+                "{body}"
+            );
+        }
+        other => panic!("expected a 400, got {other:?}"),
+    }
+    // In a config message: an error event answers it at once, before any audio, and the
+    // settings stay as they were.
+    let (mut ws, _) = open(&server, "").await;
+    let config = json!({"type": "config", "language": "fr"});
+    ws.send(Message::text(config.to_string())).await.unwrap();
+    let err = next_json(&mut ws).await;
+    assert_eq!(err["type"], "error", "{err}");
+    assert_eq!(err["error"]["type"], "invalid_input", "{err}");
+    let config = json!({"type": "config", "language": "de"});
+    ws.send(Message::text(config.to_string())).await.unwrap();
+    assert_eq!(next_json(&mut ws).await["language"], "de");
+    let audio = samples(16_000, 6);
+    send_pcm(&mut ws, &audio, 1600).await;
+    ws.send(end()).await.unwrap();
+    let msgs = until_done(&mut ws).await;
+    assert_eq!(
+        msgs[msgs.len() - 2]["text"],
+        expected(&audio, Task::Transcribe)
+    );
+    assert_eq!(backend.stream_options()[0].language.as_deref(), Some("de"));
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
 async fn query_string_settings_apply_and_bad_ones_are_refused_before_the_upgrade() {
     let server = TestServer::start(ServerConfig::default(), Arc::new(EchoBackend::new())).await;
     let (_ws, ready) = open(&server, "?encoding=f32_le&sample_rate=8000").await;

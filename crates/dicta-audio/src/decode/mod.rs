@@ -1,22 +1,29 @@
 //! Decoding audio into mono `f32` samples, and loading it at Dicta's model rate (16 kHz).
 //!
 //! - [`decode_bytes`] / [`decode_path`]: WAV (PCM 8/16/24/32-bit int, 32/64-bit float), FLAC,
-//!   MP3 and OGG/Vorbis via symphonia, down-mixed to mono at the file's own rate ([`Audio`]).
+//!   MP3, OGG/Vorbis, MP4 (AAC, ALAC) and Matroska/WebM via symphonia, and Opus in Ogg and in
+//!   WebM/Matroska via libopus (at 48 kHz, the pre-skip dropped as FFmpeg drops it), down-mixed
+//!   to mono at the file's own rate ([`Audio`]).
 //! - [`load_bytes`] / [`load_owned`] / [`load_path`]: the same at [`crate::SAMPLE_RATE`], exactly
 //!   as faster-whisper's `decode_audio` converts it (see [`crate::resample`]).
+//! - [`load_channels_path`] / [`load_channels_owned`] / [`load_channels_owned_bounded`]: each
+//!   channel on its own at 16 kHz (faster-whisper's `split_stereo=True` samples).
 //! - [`load_raw_pcm`]: headerless little-endian mono PCM ([`PcmEncoding`]).
 //!
 //! Every failure is a typed [`dicta_core::Error`] whose message starts with the input's name:
 //! [`ErrorKind::EmptyInput`] (no bytes, or no samples), [`ErrorKind::UnsupportedFormat`]
-//! (unknown container or codec, e.g. Opus), [`ErrorKind::CorruptInput`] (truncation, a header that
-//! promises more audio than the file holds, malformed packets, NaN/Inf samples) and
-//! [`ErrorKind::Io`]. Damaged input never panics and never turns into silence.
+//! (unknown container or codec), [`ErrorKind::CorruptInput`] (damage before any audio could be
+//! decoded, NaN/Inf samples) and [`ErrorKind::Io`]. A file damaged after some audio (cut short,
+//! a header that promises more than the file holds, undecodable packets) is not an error: the
+//! audio before the damage is returned with a note ([`Loaded::warning`]), as FFmpeg-based tools
+//! transcribe what is there. Damaged input never panics and never turns into silence.
 //!
 //! [`ErrorKind::EmptyInput`]: dicta_core::ErrorKind::EmptyInput
 //! [`ErrorKind::UnsupportedFormat`]: dicta_core::ErrorKind::UnsupportedFormat
 //! [`ErrorKind::CorruptInput`]: dicta_core::ErrorKind::CorruptInput
 //! [`ErrorKind::Io`]: dicta_core::ErrorKind::Io
 
+mod channels;
 mod container;
 mod mp4_trim;
 mod pcm;
@@ -26,6 +33,10 @@ use std::path::Path;
 
 use dicta_core::{Error, ErrorKind, Result};
 
+pub use channels::{
+    load_channel_owned, load_channel_path, load_channels_owned, load_channels_owned_bounded,
+    load_channels_path, probe_channels_bytes, probe_channels_path, LoadedChannels,
+};
 pub use pcm::{decode_raw_pcm, PcmEncoding};
 
 use crate::resample::{quantize_i16, resample, ToMono};
@@ -76,6 +87,7 @@ pub fn decode_bytes(bytes: &[u8], name: &str) -> Result<Audio> {
 /// Like [`decode_bytes`], taking ownership of the buffer (no copy).
 pub fn decode_owned(bytes: Vec<u8>, name: &str) -> Result<Audio> {
     let mut sink = Collect::new(bytes.len() as u64);
+    // A damaged file keeps the audio before the damage; the note is logged.
     container::decode(owned_source(bytes, name)?, name, &mut sink)?;
     Ok(sink.into_mono())
 }
@@ -115,19 +127,42 @@ impl Bounds<'_> {
     }
 }
 
+/// 16 kHz mono samples of one input, with what was wrong with a damaged file.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Loaded {
+    /// Mono samples at [`SAMPLE_RATE`].
+    pub samples: Vec<f32>,
+    /// Set when the file is damaged (cut short, a header promising more than it holds,
+    /// undecodable packets, a checksum mismatch) but some audio could be read: it says what was
+    /// wrong and how many seconds were kept. Such a file is transcribed as far as it goes, as
+    /// FFmpeg-based tools do, and the note travels with its result.
+    pub warning: Option<String>,
+}
+
 /// Decodes a file from disk and returns mono samples at 16 kHz, ready for the models: the
 /// samples faster-whisper's `decode_audio` returns for the same file (each channel resampled
 /// as libswresample does, down-mixed, quantised to 16 bits; see [`crate::resample`]).
+///
+/// A damaged file gives the audio before the damage (see [`Loaded::warning`]; here the note is
+/// only logged: use [`load_path_report`] to get it).
 pub fn load_path(path: &Path) -> Result<Vec<f32>> {
+    load_path_report(path).map(|l| l.samples)
+}
+
+/// [`load_path`], with the note on a damaged file.
+pub fn load_path_report(path: &Path) -> Result<Loaded> {
     load_path_bounded(path, Bounds::unbounded(&mut |_| Ok(())))
 }
 
-/// [`load_path`] under [`Bounds`].
-pub fn load_path_bounded(path: &Path, bounds: Bounds<'_>) -> Result<Vec<f32>> {
+/// [`load_path_report`] under [`Bounds`].
+pub fn load_path_bounded(path: &Path, bounds: Bounds<'_>) -> Result<Loaded> {
     let (source, _, name) = open(path)?;
     let mut sink = To16k::new(&name, bounds);
-    container::decode(source, &name, &mut sink)?;
-    sink.finish()
+    let warning = container::decode(source, &name, &mut sink)?;
+    Ok(Loaded {
+        samples: sink.finish()?,
+        warning,
+    })
 }
 
 /// Decodes a file held in memory and returns mono samples at 16 kHz (as [`load_path`]).
@@ -137,17 +172,25 @@ pub fn load_bytes(bytes: &[u8], name: &str) -> Result<Vec<f32>> {
 
 /// Like [`load_bytes`], taking ownership of the buffer (no copy).
 pub fn load_owned(bytes: Vec<u8>, name: &str) -> Result<Vec<f32>> {
+    load_owned_report(bytes, name).map(|l| l.samples)
+}
+
+/// [`load_owned`], with the note on a damaged file.
+pub fn load_owned_report(bytes: Vec<u8>, name: &str) -> Result<Loaded> {
     load_owned_bounded(bytes, name, Bounds::unbounded(&mut |_| Ok(())))
 }
 
-/// [`load_owned`] under [`Bounds`]: what a server runs on untrusted uploads, so that a small
-/// file that expands to hours of multichannel audio is refused from its header or stopped at
-/// the limit, never decoded whole.
-pub fn load_owned_bounded(bytes: Vec<u8>, name: &str, bounds: Bounds<'_>) -> Result<Vec<f32>> {
+/// [`load_owned_report`] under [`Bounds`]: what a server runs on untrusted uploads, so that a
+/// small file that expands to hours of multichannel audio is refused from its header or stopped
+/// at the limit, never decoded whole.
+pub fn load_owned_bounded(bytes: Vec<u8>, name: &str, bounds: Bounds<'_>) -> Result<Loaded> {
     let source = owned_source(bytes, name)?;
     let mut sink = To16k::new(name, bounds);
-    container::decode(source, name, &mut sink)?;
-    sink.finish()
+    let warning = container::decode(source, name, &mut sink)?;
+    Ok(Loaded {
+        samples: sink.finish()?,
+        warning,
+    })
 }
 
 fn owned_source(bytes: Vec<u8>, name: &str) -> Result<Box<dyn symphonia::core::io::MediaSource>> {
@@ -232,13 +275,27 @@ impl container::Sink for Collect {
     }
 }
 
-/// Converts each decoded block to 16 kHz mono at once ([`crate::resample::ToMono`]) and
-/// enforces [`Bounds`].
+/// Which channels a [`To16k`] load keeps.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Keep {
+    /// One 16 kHz mono output: the channels resampled, then down-mixed.
+    Mix,
+    /// Every channel on its own (`--channels split`).
+    All,
+    /// Only this channel (the others are decoded but not resampled).
+    One(usize),
+}
+
+/// Converts each decoded block to 16 kHz at once ([`crate::resample::ToMono`]: the channels
+/// [`Keep`] asks for, each resampled as a mono file of it would be, or the mix) and enforces
+/// [`Bounds`] over everything held.
 struct To16k<'a, 'b> {
     name: &'a str,
     bounds: Bounds<'b>,
-    conv: Option<ToMono>,
-    out: Vec<f32>,
+    keep: Keep,
+    /// One converter per output; none before the first decoded block.
+    convs: Vec<ToMono>,
+    out: Vec<Vec<f32>>,
     rate: u32,
     frames: u64,
     /// Input frames allowed (`max_seconds` at the file's rate).
@@ -247,10 +304,15 @@ struct To16k<'a, 'b> {
 
 impl<'a, 'b> To16k<'a, 'b> {
     fn new(name: &'a str, bounds: Bounds<'b>) -> Self {
+        Self::keeping(name, bounds, Keep::Mix)
+    }
+
+    fn keeping(name: &'a str, bounds: Bounds<'b>, keep: Keep) -> Self {
         Self {
             name,
             bounds,
-            conv: None,
+            keep,
+            convs: Vec::new(),
             out: Vec::new(),
             rate: 0,
             frames: 0,
@@ -268,22 +330,36 @@ impl<'a, 'b> To16k<'a, 'b> {
         )
     }
 
+    /// Samples held over all outputs.
+    fn held(&self) -> usize {
+        self.out.iter().map(Vec::len).sum()
+    }
+
     fn report(&mut self, before: usize) -> Result<()> {
-        let new = self.out.len() - before;
+        let new = self.held() - before;
         if new > 0 {
             (self.bounds.on_samples)(new)?;
         }
         Ok(())
     }
 
-    fn finish(mut self) -> Result<Vec<f32>> {
-        let before = self.out.len();
-        if let Some(conv) = self.conv.take() {
-            conv.finish(&mut self.out);
+    /// Every output (one per kept channel, or the mix), flushed.
+    fn finish_all(mut self) -> Result<Vec<Vec<f32>>> {
+        let before = self.held();
+        for (conv, out) in std::mem::take(&mut self.convs)
+            .into_iter()
+            .zip(&mut self.out)
+        {
+            conv.finish(out);
         }
         self.report(before)?;
-        self.out.shrink_to_fit();
+        self.out.iter_mut().for_each(|c| c.shrink_to_fit());
         Ok(self.out)
+    }
+
+    /// The one output of [`Keep::Mix`] or [`Keep::One`] (empty when nothing was decoded).
+    fn finish(self) -> Result<Vec<f32>> {
+        Ok(self.finish_all()?.pop().unwrap_or_default())
     }
 }
 
@@ -300,12 +376,25 @@ impl container::Sink for To16k<'_, '_> {
                 )));
             }
         }
-        self.conv = Some(ToMono::new(
-            info.channels,
-            info.sample_rate,
-            SAMPLE_RATE,
-            info.int16,
-        )?);
+        let mono = || ToMono::new(1, info.sample_rate, SAMPLE_RATE, info.int16);
+        let channels = info.channels.max(1);
+        self.convs = match self.keep {
+            Keep::Mix => vec![ToMono::new(
+                info.channels,
+                info.sample_rate,
+                SAMPLE_RATE,
+                info.int16,
+            )?],
+            Keep::All => (0..channels).map(|_| mono()).collect::<Result<_>>()?,
+            Keep::One(c) if c >= channels => {
+                return Err(Error::invalid_input(format!(
+                    "{}: has no channel {c} (it has {channels})",
+                    self.name
+                )))
+            }
+            Keep::One(_) => vec![mono()?],
+        };
+        self.out = vec![Vec::new(); self.convs.len()];
         Ok(())
     }
 
@@ -317,9 +406,25 @@ impl container::Sink for To16k<'_, '_> {
                 self.frames as f64 / f64::from(self.rate)
             )));
         }
-        let before = self.out.len();
-        if let Some(conv) = self.conv.as_mut() {
-            conv.feed(planes, &mut self.out);
+        let before = self.held();
+        match self.keep {
+            Keep::Mix => {
+                if let (Some(conv), Some(out)) = (self.convs.first_mut(), self.out.first_mut()) {
+                    conv.feed(planes, out);
+                }
+            }
+            Keep::All => {
+                for ((plane, conv), out) in planes.iter().zip(&mut self.convs).zip(&mut self.out) {
+                    conv.feed(std::slice::from_ref(plane), out);
+                }
+            }
+            Keep::One(c) => {
+                if let (Some(plane), Some(conv), Some(out)) =
+                    (planes.get(c), self.convs.first_mut(), self.out.first_mut())
+                {
+                    conv.feed(std::slice::from_ref(plane), out);
+                }
+            }
         }
         self.report(before)
     }

@@ -22,6 +22,18 @@ pub fn npy(name: &str) -> Vec<f32> {
         .unwrap()
 }
 
+/// Reads a 1-D int16 .npy fixture as samples in [-1, 1) (`v / 32768`, as s16 decodes).
+pub fn npy_i16(name: &str) -> Vec<f32> {
+    let bytes = std::fs::read(fixture(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+    npyz::NpyFile::new(&bytes[..])
+        .unwrap()
+        .into_vec::<i16>()
+        .unwrap()
+        .into_iter()
+        .map(|v| f32::from(v) / 32_768.0)
+        .collect()
+}
+
 /// Signal-to-noise ratio in dB of `test` against `reference` over the same span.
 pub fn snr_db(reference: &[f32], test: &[f32]) -> f64 {
     assert_eq!(reference.len(), test.len());

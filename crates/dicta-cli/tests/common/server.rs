@@ -193,3 +193,32 @@ pub fn transcribe_at(base: &str, path: &str) -> (u16, serde_json::Value) {
         serde_json::from_str(json).unwrap_or(serde_json::Value::Null),
     )
 }
+
+/// Posts `file` to the OpenAI route at `base` as `verbose_json` with extra form `fields`
+/// (`name=value`); returns (status, JSON body).
+pub fn openai_verbose(
+    base: &str,
+    file: &std::path::Path,
+    fields: &[&str],
+) -> (u16, serde_json::Value) {
+    let mut args: Vec<String> = vec![
+        "-w".into(),
+        "\n%{http_code}".into(),
+        "-F".into(),
+        format!("file=@{}", file.display()),
+        "-F".into(),
+        "response_format=verbose_json".into(),
+    ];
+    for f in fields {
+        args.push("-F".into());
+        args.push((*f).into());
+    }
+    args.push(format!("{base}/v1/audio/transcriptions"));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (body, _) = curl(&args);
+    let (json, code) = body.rsplit_once('\n').unwrap();
+    (
+        code.parse().unwrap(),
+        serde_json::from_str(json).unwrap_or(serde_json::Value::Null),
+    )
+}

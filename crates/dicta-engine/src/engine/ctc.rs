@@ -210,14 +210,23 @@ impl CtcBackend {
     }
 
     /// Transcribes every input `audio` yields (inputs that failed to decode keep their error).
+    /// Each recording is reported to `observer` as soon as it is decoded.
     pub(crate) fn transcribe(
         &self,
         audio: &mut Prefetch<'_>,
         config: &EngineConfig,
         acoustic: &super::Turns,
+        observer: &super::observe::Observer,
         stats: &mut Stats,
     ) -> Vec<Result<Transcript>> {
-        self.pipeline(audio, config, acoustic, stats, &|j| self.to_transcript(j))
+        self.pipeline(audio, config, acoustic, stats, &|j| {
+            let recording = j.recording;
+            let r = self.to_transcript(j);
+            if let Ok(t) = &r {
+                observer.finished(recording, t);
+            }
+            r
+        })
     }
 
     /// The joined log-probs of each input, undecoded.
@@ -489,8 +498,10 @@ impl CtcBackend {
             audio: String::new(),
             text: String::new(),
             language: None,
+            language_probability: None,
             duration,
             segments: Vec::new(),
+            warnings: Vec::new(),
         };
         if j.frames == 0 {
             return Ok(t);

@@ -28,8 +28,10 @@ pub mod ctc;
 mod turns;
 pub use turns::{Turn, Turns};
 mod moonshine;
+mod observe;
 mod pipeline;
 mod preprocess;
+mod split;
 mod stream;
 mod whisper;
 
@@ -62,6 +64,19 @@ pub enum AudioSource {
     Bytes(Vec<u8>),
     /// Already decoded 16 kHz mono samples.
     Samples(Vec<f32>),
+    /// Already decoded 16 kHz samples, one vector per channel, all of one length (e.g. from
+    /// `dicta_audio::decode::load_channels_owned`): their mean unless the call splits channels
+    /// ([`dicta_core::ChannelMode::Split`]). Shared, so splitting copies nothing.
+    Channels(std::sync::Arc<[Vec<f32>]>),
+    /// Channel `channel` (0 = first) of another source, heard as a mono recording of that
+    /// channel alone: what [`dicta_core::ChannelMode::Split`] makes of each input. Files are
+    /// decoded and only that channel is resampled; `Samples` has the one channel 0.
+    Channel {
+        /// The whole recording.
+        source: std::sync::Arc<AudioSource>,
+        /// Which of its channels.
+        channel: usize,
+    },
 }
 
 /// One input of a transcription call.
@@ -138,6 +153,15 @@ pub struct EngineConfig {
     /// Speaker embedding model (`embedding_model.ckpt` or its folder), needed with `vad_model`
     /// by calls with [`DecodeOptions::diarize`]; none by default.
     pub speaker_model: Option<PathBuf>,
+    /// Whisper: a smaller Whisper model (folder) loaded beside the main one for speculative
+    /// decoding: it drafts tokens that the main model verifies in one decoder pass, for every
+    /// temperature-0 greedy pass (`beam_size` 1). Lossless: the output is the main model's,
+    /// token for token. Loaded with `assistant_compute_type`. None by default.
+    pub assistant_model: Option<PathBuf>,
+    /// Compute type of the assistant model.
+    pub assistant_compute_type: dicta_models::whisper::ComputeType,
+    /// Tokens the assistant drafts per round (default 5).
+    pub assistant_tokens: usize,
 }
 
 impl Default for EngineConfig {
@@ -159,6 +183,9 @@ impl Default for EngineConfig {
             compute_type: dicta_models::whisper::ComputeType::default(),
             vad_model: None,
             speaker_model: None,
+            assistant_model: None,
+            assistant_compute_type: dicta_models::whisper::ComputeType::default(),
+            assistant_tokens: crate::whisper::DEFAULT_DRAFT_TOKENS,
         }
     }
 }
@@ -168,6 +195,9 @@ impl EngineConfig {
     pub fn validate(&self) -> Result<()> {
         if self.batch_size == 0 {
             return Err(Error::invalid_input("batch_size must be >= 1, got 0"));
+        }
+        if self.assistant_tokens == 0 {
+            return Err(Error::invalid_input("assistant_tokens must be >= 1, got 0"));
         }
         if self.decode_workers == 0 {
             return Err(Error::invalid_input("decode_workers must be >= 1, got 0"));
@@ -314,6 +344,8 @@ pub struct Engine {
     vad: Option<Vad>,
     /// The diarizer of `config.vad_model` + `config.speaker_model`.
     diarizer: Option<Diarizer>,
+    /// Speculative decoding's draft model (`config.assistant_model`).
+    assistant: Option<Whisper>,
 }
 
 impl Engine {
@@ -355,6 +387,26 @@ impl Engine {
                 Backend::Moonshine(std::sync::Arc::new(m))
             }
         };
+        let assistant = match (&config.assistant_model, &backend) {
+            (None, _) => None,
+            (Some(p), Backend::Whisper(main)) => {
+                let opts = dicta_models::whisper::LoadOptions {
+                    compute_type: config.assistant_compute_type,
+                };
+                let a = Whisper::load_with(p, &Device::Cpu, &opts)?;
+                // Checks the pair (same mel input) now rather than at the first call.
+                crate::whisper::Assistant::new(main, &a, config.assistant_tokens)?;
+                tracing::info!(assistant = %p.display(), "assistant model loaded");
+                Some(a)
+            }
+            (Some(p), _) => {
+                tracing::warn!(
+                    assistant = %p.display(),
+                    "assistant_model (speculative decoding) is for Whisper models; ignored"
+                );
+                None
+            }
+        };
         let vad = match &config.vad_model {
             Some(p) => {
                 let v = Vad::load(p)?;
@@ -385,6 +437,7 @@ impl Engine {
             streams: Mutex::new(None),
             vad,
             diarizer,
+            assistant,
         })
     }
 
@@ -425,6 +478,33 @@ impl Engine {
         }
     }
 
+    /// Checks that the model can honour `opts.language` and `opts.task` (a language code it
+    /// knows, translation only on multilingual Whisper), so a front end can refuse a bad flag as
+    /// a usage error before reading any input; the error lists the codes that work.
+    pub fn check_language_task(&self, opts: &DecodeOptions) -> Result<()> {
+        let language = opts.language.as_deref();
+        match &self.backend {
+            Backend::Whisper(w) => {
+                crate::whisper::check_language_task(&w.config, language, opts.task)
+            }
+            Backend::Moonshine(_) => {
+                if language.is_some_and(|l| !l.eq_ignore_ascii_case("en")) {
+                    return Err(Error::invalid_input(format!(
+                        "language {:?}: Moonshine models are English-only; use language \"en\" or omit it",
+                        language.unwrap_or_default()
+                    )));
+                }
+                if opts.task == crate::whisper::Task::Translate {
+                    return Err(Error::invalid_input(
+                        "task \"translate\": Moonshine models only transcribe English",
+                    ));
+                }
+                Ok(())
+            }
+            Backend::Ctc(_) => Ok(()),
+        }
+    }
+
     /// The loaded Moonshine model, if the engine runs one.
     pub fn moonshine(&self) -> Option<&MoonshineModel> {
         match &self.backend {
@@ -457,7 +537,15 @@ impl Engine {
 
     /// Transcribes `inputs` with the given Whisper decoding options (CTC models use the
     /// engine's [`CtcOptions`]); results come back in input order.
+    ///
+    /// With [`DecodeOptions::channels`] `Split`, every channel of every input is transcribed on
+    /// its own (the channels of all inputs share the batches) and each input's channels are
+    /// merged by start time, each segment carrying its `channel`; with `diarize` the speaker
+    /// of a segment is its channel (`SPEAKER_00` for channel 0), not a clustering.
     pub fn transcribe_with(&self, inputs: &[Input], opts: &DecodeOptions) -> EngineOutput {
+        if opts.channels == dicta_core::ChannelMode::Split {
+            return split::transcribe(self, inputs, opts);
+        }
         self.in_pool(|| {
             let start = Instant::now();
             let mut stats = Stats {
@@ -492,26 +580,42 @@ impl Engine {
                          --vad-model, --speaker-model)",
                     ),
                 };
-            let pre = Preprocess::new(filter, diarize, inputs.len());
+            // Progress: segments are final only after `pre.finish` when it changes them.
+            let hold = filter.is_some() || diarize.is_some();
+            let observer = observe::Observer::new(&opts.progress, inputs.len(), hold);
+            let pre = Preprocess::new(filter, diarize, inputs.len()).observed(observer.clone());
             let transform = pre.active().then_some(&pre as &dyn Transform<'_>);
-            let mut results = self.with_audio(inputs, transform, &mut stats, |audio, stats| {
-                match &self.backend {
+            let mut warnings = Vec::new();
+            let mut results = self.with_audio(
+                inputs,
+                transform,
+                &mut stats,
+                &mut warnings,
+                |audio, stats| match &self.backend {
                     Backend::Whisper(w) => {
-                        whisper::run(w, audio, opts, &self.config, &self.acoustic, stats)
+                        let (cfg, turns) = (&self.config, &self.acoustic);
+                        let asst = self.assistant.as_ref();
+                        whisper::run(w, asst, audio, opts, cfg, turns, &observer, stats)
                     }
-                    Backend::Ctc(c) => c.transcribe(audio, &self.config, &self.acoustic, stats),
+                    Backend::Ctc(c) => {
+                        c.transcribe(audio, &self.config, &self.acoustic, &observer, stats)
+                    }
                     Backend::Moonshine(m) => {
-                        moonshine::run(m, audio, opts, &self.config, &self.acoustic, stats)
+                        let (cfg, turns) = (&self.config, &self.acoustic);
+                        moonshine::run(m, audio, opts, cfg, turns, &observer, stats)
                     }
-                }
-            });
+                },
+            );
             pre.finish(&mut results, opts.language.as_deref(), &mut stats);
-            for (r, input) in results.iter_mut().zip(inputs) {
+            warnings.resize(results.len(), None);
+            for ((r, input), warning) in results.iter_mut().zip(inputs).zip(warnings) {
                 if let Ok(t) = r {
                     t.id = input.id.clone();
                     t.audio = input.audio.clone();
+                    t.warnings.extend(warning);
                 }
             }
+            observer.flush(&results);
             finish_stats(&mut stats, start);
             EngineOutput { results, stats }
         })
@@ -532,21 +636,24 @@ impl Engine {
                 inputs: inputs.len(),
                 ..Stats::default()
             };
-            let results = self.with_audio(inputs, None, &mut stats, |audio, stats| {
-                c.log_probs(audio, &self.config, &self.acoustic, stats)
-            });
+            let results =
+                self.with_audio(inputs, None, &mut stats, &mut Vec::new(), |audio, stats| {
+                    c.log_probs(audio, &self.config, &self.acoustic, stats)
+                });
             finish_stats(&mut stats, start);
             (results, stats)
         }))
     }
 
     /// Runs `consume` while decode threads decode `inputs` ahead of it (see the module docs),
-    /// then records the decode and wait times.
+    /// then records the decode and wait times, and puts in `warnings` the note on each input
+    /// read only in part (by input index).
     fn with_audio<'a, R>(
         &self,
         inputs: &'a [Input],
         transform: Option<&dyn pipeline::Transform<'a>>,
         stats: &mut Stats,
+        warnings: &mut Vec<Option<String>>,
         consume: impl FnOnce(&mut pipeline::Prefetch<'a>, &mut Stats) -> R,
     ) -> R {
         let chunk_samples = match &self.backend {
@@ -567,6 +674,7 @@ impl Engine {
             let r = consume(audio, stats);
             stats.decode_seconds += audio.decode_seconds();
             stats.input_wait_seconds += audio.wait_seconds();
+            *warnings = audio.take_warnings();
             r
         })
     }

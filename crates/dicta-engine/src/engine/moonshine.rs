@@ -8,6 +8,7 @@ use std::time::Instant;
 use dicta_core::{Error, Result, Stats, Transcript};
 use dicta_models::moonshine::MoonshineModel;
 
+use super::observe::Observer;
 use super::pipeline::Prefetch;
 use super::EngineConfig;
 use crate::moonshine::MAX_PIECE_SECONDS;
@@ -18,13 +19,15 @@ pub(super) const PIECE_SAMPLES: usize =
     MAX_PIECE_SECONDS as usize * dicta_audio::SAMPLE_RATE as usize;
 
 /// Transcribes every input `audio` yields, group by group; inputs that failed to decode keep
-/// their error. Fills audio seconds, model time, pieces (as windows) and batch sizes.
+/// their error. Fills audio seconds, model time, pieces (as windows) and batch sizes. Progress
+/// goes to `observer` batch by batch, segments when a group is done.
 pub(super) fn run(
     model: &MoonshineModel,
     audio: &mut Prefetch<'_>,
     opts: &DecodeOptions,
     config: &EngineConfig,
     acoustic: &super::Turns,
+    observer: &Observer,
     stats: &mut Stats,
 ) -> Vec<Result<Transcript>> {
     let mut results: Vec<Option<Result<Transcript>>> = (0..audio.len()).map(|_| None).collect();
@@ -35,6 +38,8 @@ pub(super) fn run(
             break;
         }
         let samples: Vec<&[f32]> = group.iter().map(|(_, s)| s.as_ref()).collect();
+        let observed = observer.options_for(opts, group.iter().map(|(i, _)| *i).collect());
+        let opts = observed.as_ref();
         let model_start = Instant::now();
         let out = {
             let _turn = acoustic.take();
@@ -44,6 +49,9 @@ pub(super) fn run(
         stats.windows += out.pieces;
         stats.batch_sizes.extend(out.batch_sizes);
         for ((i, _), r) in group.iter().zip(out.transcripts) {
+            if let Ok(t) = &r {
+                observer.finished(*i, t);
+            }
             results[*i] = Some(r);
         }
         audio.release(samples.iter().map(|s| s.len()).sum());

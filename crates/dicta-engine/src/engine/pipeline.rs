@@ -137,11 +137,13 @@ impl<T> Reorder<T> {
 /// The consumer's side of the decode threads: decoded inputs in input order.
 pub(crate) struct Prefetch<'a> {
     n: usize,
-    rx: mpsc::Receiver<(usize, Result<Audio<'a>>, f64)>,
+    rx: mpsc::Receiver<(usize, Result<Audio<'a>>, f64, Option<String>)>,
     reorder: Reorder<Result<Audio<'a>>>,
     budget: Arc<Budget>,
     decode_seconds: f64,
     wait_seconds: f64,
+    /// The note on each input that could be read only in part, by input index.
+    warnings: Vec<Option<String>>,
 }
 
 impl<'a> Prefetch<'a> {
@@ -165,9 +167,12 @@ impl<'a> Prefetch<'a> {
             let got = self.rx.recv();
             self.wait_seconds += t.elapsed().as_secs_f64();
             match got {
-                Ok((i, audio, seconds)) => {
+                Ok((i, audio, seconds, warning)) => {
                     self.decode_seconds += seconds;
                     self.reorder.push(i, audio);
+                    if let Some(slot) = self.warnings.get_mut(i) {
+                        *slot = warning;
+                    }
                 }
                 // Every decode thread is gone without sending this index (one panicked).
                 Err(_) => {
@@ -226,6 +231,12 @@ impl<'a> Prefetch<'a> {
     pub(crate) fn wait_seconds(&self) -> f64 {
         self.wait_seconds
     }
+
+    /// The notes on inputs that could be read only in part (damaged files), by input index,
+    /// for the inputs received so far.
+    pub(crate) fn take_warnings(&mut self) -> Vec<Option<String>> {
+        std::mem::take(&mut self.warnings)
+    }
 }
 
 /// Closes the budget when the consumer returns or unwinds, so decode threads never wait on a
@@ -268,7 +279,11 @@ pub(crate) fn with_prefetch<'a, R>(
                     let i = next.fetch_add(1, Ordering::SeqCst);
                     let Some(input) = inputs.get(i) else { break };
                     let t = Instant::now();
-                    let audio = match (load_audio(input), transform) {
+                    let (audio, warning) = match load_audio_report(input) {
+                        Ok((a, w)) => (Ok(a), w),
+                        Err(e) => (Err(e), None),
+                    };
+                    let audio = match (audio, transform) {
                         (Ok(a), Some(f)) => f.apply(i, a),
                         (a, _) => a,
                     };
@@ -276,7 +291,7 @@ pub(crate) fn with_prefetch<'a, R>(
                     if let Ok(a) = &audio {
                         budget.hold(a.len());
                     }
-                    if tx.send((i, audio, seconds)).is_err() {
+                    if tx.send((i, audio, seconds, warning)).is_err() {
                         break;
                     }
                 });
@@ -295,16 +310,26 @@ pub(crate) fn with_prefetch<'a, R>(
             budget,
             decode_seconds: 0.0,
             wait_seconds: 0.0,
+            warnings: vec![None; inputs.len()],
         };
         consume(&mut prefetch)
     })
 }
 
-/// Decodes one input; `Samples` inputs are validated and borrowed, not copied.
+/// Decodes one input; `Samples` inputs are validated and borrowed, not copied. A file read
+/// only in part gives the audio before the damage (the note is logged).
 pub(crate) fn load_audio(input: &Input) -> Result<Audio<'_>> {
+    load_audio_report(input).map(|(a, _)| a)
+}
+
+/// [`load_audio`], with the note on a file that could be read only in part.
+pub(crate) fn load_audio_report(input: &Input) -> Result<(Audio<'_>, Option<String>)> {
+    let owned = |l: dicta_audio::decode::Loaded| (Cow::Owned(l.samples), l.warning);
     match &input.source {
-        AudioSource::Path(p) => dicta_audio::decode::load_path(p).map(Cow::Owned),
-        AudioSource::Bytes(b) => dicta_audio::decode::load_bytes(b, &input.audio).map(Cow::Owned),
+        AudioSource::Path(p) => dicta_audio::decode::load_path_report(p).map(owned),
+        AudioSource::Bytes(b) => {
+            dicta_audio::decode::load_owned_report(b.clone(), &input.audio).map(owned)
+        }
         AudioSource::Samples(s) => {
             if s.is_empty() {
                 return Err(Error::new(
@@ -318,8 +343,9 @@ pub(crate) fn load_audio(input: &Input) -> Result<Audio<'_>> {
                     format!("{}: sample {bad} is not finite", input.audio),
                 ));
             }
-            Ok(Cow::Borrowed(s))
+            Ok((Cow::Borrowed(s), None))
         }
+        AudioSource::Channels(_) | AudioSource::Channel { .. } => super::split::load(input),
     }
 }
 

@@ -60,12 +60,14 @@ impl Engine {
         cfg
     }
 
-    /// The options every Whisper stream decode uses: the engine's, made greedy.
+    /// The options every Whisper stream decode uses: the engine's, made greedy (and without
+    /// the offline progress callback: sessions report their own events).
     pub fn stream_decode_options(&self) -> DecodeOptions {
         DecodeOptions {
             beam_size: 1,
             best_of: 1,
             temperatures: vec![0.0],
+            progress: Default::default(),
             ..self.config.decode.clone()
         }
     }

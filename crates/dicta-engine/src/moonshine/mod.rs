@@ -183,6 +183,14 @@ pub fn transcribe(
             }
         }
     }
+    // Pieces of recording r: `pieces[of[r]..of[r + 1]]`, in time order (for progress).
+    let mut of = vec![0usize; n + 1];
+    for (r, _) in &pieces {
+        of[r + 1] += 1;
+    }
+    for r in 0..n {
+        of[r + 1] += of[r];
+    }
     // Longest first, ties in input order: rows of a batch end at similar steps.
     let mut order: Vec<usize> = (0..pieces.len()).collect();
     order.sort_by_key(|&i| std::cmp::Reverse(pieces[i].1.len()));
@@ -206,6 +214,20 @@ pub fn transcribe(
                 }
             }
         }
+        if opts.progress.is_active() {
+            // Each recording of the batch is done up to its first piece not decoded yet.
+            let mut touched: Vec<usize> = batch.iter().map(|&i| pieces[i].0).collect();
+            touched.sort_unstable();
+            touched.dedup();
+            for r in touched {
+                let decoded = (of[r]..of[r + 1])
+                    .take_while(|&j| tokens[j].is_some())
+                    .last();
+                if let Some(j) = decoded {
+                    opts.progress.audio(r, pieces[j].1.end as f64 / SR as f64);
+                }
+            }
+        }
     }
     let mut transcripts: Vec<Result<Transcript>> = recordings
         .iter()
@@ -215,8 +237,10 @@ pub fn transcribe(
                 audio: String::new(),
                 text: String::new(),
                 language: Some("en".into()),
+                language_probability: None,
                 duration: rec.len() as f64 / SR as f64,
                 segments: Vec::new(),
+                warnings: Vec::new(),
             })
         })
         .collect();
@@ -256,6 +280,12 @@ pub fn transcribe(
             .map(|s| s.text.as_str())
             .collect::<Vec<_>>()
             .join(" ");
+    }
+    for (r, tr) in transcripts.iter().enumerate() {
+        if let Ok(tr) = tr {
+            opts.progress.segments(r, &tr.segments);
+            opts.progress.audio(r, tr.duration);
+        }
     }
     MoonshineOutput {
         transcripts,

@@ -47,6 +47,11 @@ impl<'v> SpeechFilter<'v> {
         self.found.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The time map of input `index`, once [`Transform::apply`] has run on it.
+    pub(crate) fn speech_map(&self, index: usize) -> Option<SpeechMap> {
+        self.lock().get(index)?.as_ref().map(|f| f.map.clone())
+    }
+
     /// Moves every result back to original times (see [`restore_transcript`]), turns the
     /// placeholders of inputs without speech into empty transcripts, and corrects `stats`
     /// (`audio_seconds` counts the original audio, `speech_seconds` what the model heard).
@@ -74,8 +79,10 @@ impl<'v> SpeechFilter<'v> {
                         audio: String::new(),
                         text: String::new(),
                         language: language.map(str::to_string),
+                        language_probability: None,
                         duration,
                         segments: Vec::new(),
+                        warnings: Vec::new(),
                     });
                 }
                 Err(_) => {}

@@ -77,6 +77,11 @@ impl LogitRules {
         }
     }
 
+    /// The timestamp rules' token ids (`None` without timestamps).
+    pub fn timestamps(&self) -> Option<&TimestampIds> {
+        self.timestamps.as_ref()
+    }
+
     /// Whether timestamp rules are active.
     pub fn with_timestamps(&self) -> bool {
         self.timestamps.is_some()

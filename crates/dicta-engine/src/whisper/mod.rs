@@ -8,13 +8,17 @@
 pub mod beam;
 pub mod fallback;
 pub mod greedy;
+mod language;
 pub mod logits;
 pub mod longform;
 pub mod options;
 pub mod segments;
+pub mod speculative;
 mod transcriber;
 mod window;
 pub mod words;
 
+pub use language::check_language_task;
 pub use options::{DecodeOptions, LongFormMode, Task};
+pub use speculative::{Assistant, DEFAULT_DRAFT_TOKENS};
 pub use transcriber::{TranscribeOutput, WhisperTranscriber};

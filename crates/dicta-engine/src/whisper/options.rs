@@ -97,6 +97,14 @@ pub struct DecodeOptions {
     /// Put a speaker on every segment and word (diarization of the original audio); needs
     /// `EngineConfig::vad_model` and `speaker_model`.
     pub diarize: Option<crate::diarize::DiarizeOptions>,
+    /// What is done with a recording's channels: mixed to mono (the default), or each channel
+    /// transcribed on its own and the segments merged by start time, each carrying its channel
+    /// ([`dicta_core::ChannelMode::Split`]; see `crate::engine::Engine::transcribe_with`). Any
+    /// model family.
+    pub channels: dicta_core::ChannelMode,
+    /// Told how far the call is and which segments are final as it runs
+    /// ([`crate::progress`]); nothing by default. Changes no result.
+    pub progress: crate::progress::Progress,
 }
 
 impl Default for DecodeOptions {
@@ -127,6 +135,8 @@ impl Default for DecodeOptions {
             cancel: dicta_core::Cancel::default(),
             vad: None,
             diarize: None,
+            channels: dicta_core::ChannelMode::Mix,
+            progress: crate::progress::Progress::default(),
         }
     }
 }

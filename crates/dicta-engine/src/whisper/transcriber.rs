@@ -31,13 +31,36 @@ pub struct TranscribeOutput {
     pub windows: usize,
     /// Rows of each encoder batch, in order.
     pub batch_sizes: Vec<usize>,
+    /// Seconds spent computing log-mel features.
+    pub features_seconds: f64,
+    /// Encoder output frames of real audio over the windows counted in `windows` (50 per
+    /// second of audio in each window).
+    pub frames: usize,
+    /// Encoder output frames including each window's padding to 30 s (1500 per window).
+    pub padded_frames: usize,
 }
+
+impl TranscribeOutput {
+    /// Counts the encoder frames of one batch of windows of `mel_frames` content frames each.
+    pub(crate) fn count_frames(&mut self, mel_frames: impl IntoIterator<Item = usize>) {
+        for n in mel_frames {
+            self.frames += n.min(WINDOW_FRAMES).div_ceil(2);
+            self.padded_frames += WINDOW_FRAMES / 2;
+        }
+    }
+}
+
+/// Each recording's language (or why it has none) and, where the model detected it, its
+/// probability.
+type Languages = (Vec<Result<String>>, Vec<Option<f32>>);
 
 /// Transcribes 16 kHz mono recordings with a borrowed Whisper model.
 pub struct WhisperTranscriber<'m> {
     model: &'m Whisper,
     mel: LogMel,
     non_speech: Vec<u32>,
+    /// Speculative decoding's draft model ([`WhisperTranscriber::with_assistant`]).
+    assistant: Option<super::speculative::Assistant<'m>>,
 }
 
 /// One decoded window of the batched mode.
@@ -59,6 +82,8 @@ struct SeqState {
     prompt_reset_since: usize,
     sot_seq: Vec<u32>,
     segments: Vec<Segment>,
+    /// Length of the recording (s), reported as finished when the seek loop ends.
+    duration: f64,
     /// End of the last speech (s), for the word-timestamp pause heuristics.
     last_speech: f64,
     /// Words are split at unicode boundaries (languages without spaces).
@@ -74,7 +99,27 @@ impl<'m> WhisperTranscriber<'m> {
             model,
             mel,
             non_speech,
+            assistant: None,
         })
+    }
+
+    /// Speculative decoding: `assistant` (a smaller Whisper taking the same log-mel input)
+    /// drafts `draft_tokens` tokens per round for every temperature-0 greedy pass
+    /// (`beam_size` 1), and the main model verifies them in one decoder pass. The output is the
+    /// main model's, token for token; beam search and sampling run as without it.
+    pub fn with_assistant(mut self, assistant: &'m Whisper, draft_tokens: usize) -> Result<Self> {
+        self.assistant = Some(super::speculative::Assistant::new(
+            self.model,
+            assistant,
+            draft_tokens,
+        )?);
+        Ok(self)
+    }
+
+    /// Tokens the assistant drafted and the main model accepted, over every call so far
+    /// (`None` without an assistant).
+    pub fn assistant_counts(&self) -> Option<(usize, usize)> {
+        self.assistant.as_ref().map(|a| a.counts())
     }
 
     /// Transcribes many recordings (16 kHz mono samples); windows of all recordings are decoded
@@ -119,20 +164,26 @@ impl<'m> WhisperTranscriber<'m> {
             opts,
             suppress: self.suppress_tokens(opts),
             gate,
+            assistant: self.assistant.as_ref(),
         };
         let mut out = TranscribeOutput {
             transcripts: Vec::with_capacity(audios.len()),
             long_form_mode: mode,
             windows: 0,
             batch_sizes: Vec::new(),
+            features_seconds: 0.0,
+            frames: 0,
+            padded_frames: 0,
         };
         let mut results: Vec<Option<Result<Transcript>>> =
             (0..audios.len()).map(|_| None).collect();
         let mut seq: Vec<SeqState> = Vec::new();
         let mut long: Vec<(usize, MelSpectrogram, usize)> = Vec::new();
-        let languages = self.languages(audios, opts, &decoder, &mut out)?;
+        let (languages, language_probs) = self.languages(audios, opts, &decoder, &mut out)?;
         for (i, audio) in audios.iter().enumerate() {
+            let started = std::time::Instant::now();
             let mel = self.mel.compute(audio, FEATURE_PADDING);
+            out.features_seconds += started.elapsed().as_secs_f64();
             if audio.is_empty() || mel.n_frames < 2 {
                 results[i] = Some(Err(Error::new(
                     ErrorKind::EmptyInput,
@@ -163,6 +214,7 @@ impl<'m> WhisperTranscriber<'m> {
                     prompt_reset_since: 0,
                     sot_seq,
                     segments: Vec::new(),
+                    duration: audio.len() as f64 / 16000.0,
                     last_speech: 0.0,
                     split_on_unicode: splits_on_unicode(&lang),
                 });
@@ -187,13 +239,22 @@ impl<'m> WhisperTranscriber<'m> {
             results[st.input] = Some(Ok(transcript(
                 st.input,
                 &languages[st.input],
+                language_probs[st.input],
                 dur,
                 st.segments,
             )));
         }
         for (i, segs) in long_segments {
             let dur = audios[i].len() as f64 / 16000.0;
-            results[i] = Some(Ok(transcript(i, &languages[i], dur, segs)));
+            opts.progress.segments(i, &segs);
+            opts.progress.audio(i, dur);
+            results[i] = Some(Ok(transcript(
+                i,
+                &languages[i],
+                language_probs[i],
+                dur,
+                segs,
+            )));
         }
         out.transcripts = results
             .into_iter()
@@ -225,6 +286,11 @@ impl<'m> WhisperTranscriber<'m> {
                 .collect();
             out.windows += jobs.len();
             out.batch_sizes.push(jobs.len());
+            out.count_frames(
+                active
+                    .iter()
+                    .map(|&i| WINDOW_FRAMES.min(states[i].content_frames - states[i].seek)),
+            );
             let refs: Vec<&WindowJob> = jobs.iter().collect();
             let (attempts, enc) = decoder.decode_keep(&refs)?;
             let rows: Vec<(usize, usize)> = active.iter().copied().zip(0..).collect();
@@ -255,6 +321,10 @@ impl<'m> WhisperTranscriber<'m> {
         let opts = decoder.opts;
         let tb = self.model.config.special.timestamp_begin;
         let eot = self.model.config.special.eot;
+        let before: Vec<usize> = rows
+            .iter()
+            .map(|&(i, _)| states[i].segments.len())
+            .collect();
         let mut decoded = Vec::with_capacity(rows.len());
         let mut requests = Vec::new();
         for (&(i, row), a) in rows.iter().zip(attempts) {
@@ -333,6 +403,17 @@ impl<'m> WhisperTranscriber<'m> {
             {
                 st.prompt_reset_since = st.all_tokens.len();
             }
+        }
+        // Segments of the seek loop are final once decoded; the audio up to the seek is done.
+        for (&(i, _), &n) in rows.iter().zip(&before) {
+            let st = &states[i];
+            opts.progress.segments(st.input, &st.segments[n..]);
+            let done = if st.seek >= st.content_frames {
+                st.duration
+            } else {
+                st.seek as f64 / FRAMES_PER_SECOND as f64
+            };
+            opts.progress.audio(st.input, done);
         }
         Ok(())
     }
@@ -445,39 +526,27 @@ impl<'m> WhisperTranscriber<'m> {
     }
 
     /// Language per recording: the option, "en" for English-only models, or detected from the
-    /// first window on multilingual models.
+    /// first window on multilingual models; with the detected language's probability
+    /// (faster-whisper's `language_probability`: softmax over the language tokens' logits at
+    /// `<|startoftranscript|>`), `None` where the language was not detected.
     fn languages(
         &self,
         audios: &[&[f32]],
         opts: &DecodeOptions,
         decoder: &WindowDecoder<'_>,
         out: &mut TranscribeOutput,
-    ) -> Result<Vec<Result<String>>> {
+    ) -> Result<Languages> {
+        let given = |langs: Vec<Result<String>>| {
+            let n = langs.len();
+            Ok((langs, vec![None; n]))
+        };
         let cfg = &self.model.config;
+        super::check_language_task(cfg, opts.language.as_deref(), opts.task)?;
         if !cfg.is_multilingual {
-            // Silently transcribing as English what the caller said is French (or "english")
-            // would hide their mistake: refuse, naming what works.
-            if let Some(l) = opts.language.as_deref().filter(|l| *l != "en") {
-                return Err(Error::invalid_input(format!(
-                    "this model is English-only: language must be \"en\" or left out, got {l:?}"
-                )));
-            }
-            if opts.task == Task::Translate {
-                return Err(Error::invalid_input(
-                    "this model is English-only and cannot translate; task must be \"transcribe\" (translation needs a multilingual model)",
-                ));
-            }
-            return Ok(vec![Ok("en".to_string()); audios.len()]);
+            return given(vec![Ok("en".to_string()); audios.len()]);
         }
         if let Some(l) = &opts.language {
-            if cfg.lang_id(l).is_none() {
-                let known: Vec<&str> = cfg.lang_ids.iter().map(|(c, _)| c.as_str()).collect();
-                return Err(Error::invalid_input(format!(
-                    "unknown language code {l:?}; this model knows: {}",
-                    known.join(", ")
-                )));
-            }
-            return Ok(vec![Ok(l.clone()); audios.len()]);
+            return given(vec![Ok(l.clone()); audios.len()]);
         }
         if cfg.lang_ids.is_empty() {
             // A Hugging Face folder without `lang_to_id` in generation_config.json.
@@ -486,6 +555,7 @@ impl<'m> WhisperTranscriber<'m> {
             ));
         }
         let mut res = Vec::with_capacity(audios.len());
+        let mut probs = Vec::with_capacity(audios.len());
         for chunk in audios.chunks(decoder_batch(audios.len())) {
             let jobs: Vec<WindowJob> = chunk
                 .iter()
@@ -520,10 +590,12 @@ impl<'m> WhisperTranscriber<'m> {
                     .iter()
                     .map(|(_, id)| row[*id as usize])
                     .collect();
-                res.push(Ok(cfg.lang_ids[argmax(&scores)].0.clone()));
+                let best = argmax(&scores);
+                res.push(Ok(cfg.lang_ids[best].0.clone()));
+                probs.push(Some(softmax_at(&scores, best)));
             }
         }
-        Ok(res)
+        Ok((res, probs))
     }
 
     fn sot_sequence(&self, language: &str, task: Task) -> Result<Vec<u32>> {
@@ -688,9 +760,17 @@ fn segment(raw: &RawSegment, text: String, a: &Attempt) -> Segment {
     s
 }
 
+/// `softmax(scores)[i]`, computed in f64.
+fn softmax_at(scores: &[f32], i: usize) -> f32 {
+    let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+    let sum: f64 = scores.iter().map(|&x| (x as f64 - max).exp()).sum();
+    ((scores[i] as f64 - max).exp() / sum) as f32
+}
+
 fn transcript(
     i: usize,
     language: &Result<String>,
+    language_probability: Option<f32>,
     duration: f64,
     segments: Vec<Segment>,
 ) -> Transcript {
@@ -700,8 +780,10 @@ fn transcript(
         audio: String::new(),
         text: text.trim().to_string(),
         language: language.as_ref().ok().cloned(),
+        language_probability,
         duration,
         segments,
+        warnings: Vec::new(),
     }
 }
 

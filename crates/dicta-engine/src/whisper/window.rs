@@ -69,6 +69,44 @@ impl CachedDecoder<'_> {
     }
 }
 
+impl super::speculative::SeqModel for CachedDecoder<'_> {
+    fn vocab_size(&self) -> usize {
+        self.model.config.n_vocab
+    }
+    fn feed_all(&mut self, tokens: &[u32], rows: usize) -> Result<Vec<f32>> {
+        let _turn = self.gate.map(|g| g.take());
+        let len = tokens.len() / rows.max(1);
+        let t = Tensor::from_slice(tokens, (rows, len), self.model.device()).map_err(ce)?;
+        let logits = self.model.decode_verify(&t, &mut self.cache)?;
+        logits
+            .flatten_all()
+            .and_then(|l| l.to_vec1::<f32>())
+            .map_err(ce)
+    }
+    fn feed_pick(&mut self, tokens: &[u32], rows: usize, pick: &[u32]) -> Result<Vec<f32>> {
+        let _turn = self.gate.map(|g| g.take());
+        let len = tokens.len() / rows.max(1);
+        let t = Tensor::from_slice(tokens, (rows, len), self.model.device()).map_err(ce)?;
+        let logits = self.model.decode_pick(&t, &mut self.cache, pick)?;
+        logits
+            .flatten_all()
+            .and_then(|l| l.to_vec1::<f32>())
+            .map_err(ce)
+    }
+    fn cached(&self) -> usize {
+        self.cache.len()
+    }
+    fn truncate(&mut self, len: usize) -> Result<()> {
+        self.cache.truncate(len)
+    }
+    fn keep_rows(&mut self, indices: &[u32]) -> Result<()> {
+        self.cache.select_rows(indices)
+    }
+    fn check_cancel(&self) -> Result<()> {
+        self.cancel.check()
+    }
+}
+
 impl StepModel for CachedDecoder<'_> {
     fn vocab_size(&self) -> usize {
         self.model.config.n_vocab
@@ -95,6 +133,8 @@ pub(crate) struct WindowDecoder<'a> {
     /// Held for each batch of model work when several transcriptions share the model (see
     /// [`super::transcriber::WhisperTranscriber::transcribe_gated`]).
     pub gate: Option<&'a crate::engine::Turns>,
+    /// Drafts tokens for temperature-0 greedy passes (speculative decoding; lossless).
+    pub assistant: Option<&'a super::speculative::Assistant<'a>>,
 }
 
 impl WindowDecoder<'_> {
@@ -426,10 +466,62 @@ impl WindowDecoder<'_> {
                 self.opts.patience,
                 &params,
             )?
+        } else if let Some(asst) = self
+            .assistant
+            .filter(|a| a.usable_for(cfg, &jobs[0].prompt))
+        {
+            self.assisted(jobs, &mut dec, first, &params, &rules, asst)?
         } else {
             greedy_search(&mut dec, first, rows, &params, Sampler::Argmax)?
         };
         Ok(hyps.into_iter().zip(no_speech).collect())
+    }
+
+    /// Greedy search with drafts from the assistant (see [`super::speculative`]): the
+    /// assistant encodes the same windows, then drafts for every row.
+    fn assisted(
+        &self,
+        jobs: &[&WindowJob],
+        dec: &mut CachedDecoder<'_>,
+        first: Vec<f32>,
+        params: &SearchParams<'_>,
+        rules: &LogitRules,
+        asst: &super::speculative::Assistant<'_>,
+    ) -> Result<Vec<Hypothesis>> {
+        let am = asst.model;
+        let cache = {
+            let _turn = self.hold();
+            let n_mels = am.config.n_mels;
+            let frames = am.config.n_frames();
+            let mut data = Vec::with_capacity(jobs.len() * n_mels * frames);
+            for j in jobs {
+                data.extend_from_slice(&j.mel);
+            }
+            let mel =
+                Tensor::from_vec(data, (jobs.len(), n_mels, frames), am.device()).map_err(ce)?;
+            am.new_cache(&am.encode(&mel)?)?
+        };
+        let helper = CachedDecoder {
+            model: am,
+            cache,
+            cancel: &self.opts.cancel,
+            gate: self.gate,
+        };
+        let prompts: Vec<Vec<u32>> = jobs.iter().map(|j| j.prompt.clone()).collect();
+        let asst_prompts = prompts.iter().map(|p| asst.prompt(self.model, p)).collect();
+        let asst_rules = asst.rules(rules, self.opts.suppress_blank);
+        super::speculative::speculative_greedy(
+            dec,
+            self.model,
+            first,
+            jobs.len(),
+            &prompts,
+            params,
+            asst,
+            helper,
+            asst_prompts,
+            &asst_rules,
+        )
     }
 
     fn rules(&self, with_timestamps: bool) -> LogitRules {

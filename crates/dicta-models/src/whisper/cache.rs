@@ -74,6 +74,20 @@ impl DecoderCache {
         self.rows
     }
 
+    /// Forgets every position from `len` on (speculative decoding rolls back the drafted tokens
+    /// the main model rejected); the next decode call writes from `len`. The positions stay
+    /// allocated and are overwritten, so a rollback costs nothing.
+    pub fn truncate(&mut self, len: usize) -> Result<()> {
+        if len > self.len {
+            return Err(Error::invalid_input(format!(
+                "truncate: {len} positions asked, the cache holds {}",
+                self.len
+            )));
+        }
+        self.len = len;
+        Ok(())
+    }
+
     /// Keeps/reorders rows (beam search, dropping finished rows): new row `i` = old row `indices[i]`.
     /// Applies to self and cross K/V; the encoder K/V are only copied when rows of different windows
     /// end up in groups of unequal size.

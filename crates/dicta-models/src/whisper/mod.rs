@@ -207,6 +207,46 @@ impl Whisper {
         self.decoder.logits(&hidden).map_err(ce)
     }
 
+    /// Verification pass of speculative decoding: tokens [N, L] (the new tokens of each row) →
+    /// logits [N, L, n_vocab], where position `i` of each row has exactly the logits (the same
+    /// bits) a one-token [`Whisper::decode_last`] call at that position gives (see
+    /// `Decoder::forward_stepwise`). Appends to the self-attention cache; roll back rejected
+    /// positions with [`DecoderCache::truncate`].
+    pub fn decode_verify(&self, tokens: &Tensor, cache: &mut DecoderCache) -> Result<Tensor> {
+        let hidden = self.decoder.forward_stepwise(tokens, cache)?;
+        self.decoder.logits(&hidden).map_err(ce)
+    }
+
+    /// Like [`Whisper::decode`], but the logits of one position per row only: tokens [N, L],
+    /// `pick[i]` < L → logits [N, n_vocab] of position `pick[i]` of row `i` (rows fed with
+    /// padding after their last real token, as a speculative draft step does).
+    pub fn decode_pick(
+        &self,
+        tokens: &Tensor,
+        cache: &mut DecoderCache,
+        pick: &[u32],
+    ) -> Result<Tensor> {
+        let hidden = self.decoder.forward(tokens, cache)?;
+        let (n, l, d) = hidden.dims3().map_err(ce)?;
+        if pick.len() != n || pick.iter().any(|&j| j as usize >= l) {
+            return Err(Error::invalid_input(format!(
+                "decode_pick: {} positions for {n} rows of {l}",
+                pick.len()
+            )));
+        }
+        let idx: Vec<u32> = pick
+            .iter()
+            .enumerate()
+            .map(|(i, &j)| (i * l) as u32 + j)
+            .collect();
+        let idx = Tensor::new(idx.as_slice(), &self.device).map_err(ce)?;
+        let rows = hidden
+            .reshape((n * l, d))
+            .and_then(|h| h.index_select(&idx, 0))
+            .map_err(ce)?;
+        self.decoder.logits(&rows).map_err(ce)
+    }
+
     /// Cross-attention weights of the alignment heads for word timestamps (what faster-whisper's
     /// `find_alignment` runs DTW on): teacher-forces `tokens` [N, L] (the whole sequence: prompt, text,
     /// `<|endoftext|>`) over encoder states [N, n_audio_ctx, d] in one pass →

@@ -407,14 +407,24 @@ impl Decoder {
         self.forward_with(tokens, cache, None)
     }
 
-    /// Like [`Decoder::forward`]; when `probs` is given, also pushes each layer's cross-attention
-    /// probabilities [N, H, L, T_audio] (needs a cache whose rows are one per window).
-    pub fn forward_with(
+    /// Like [`Decoder::forward`], but each new position's self-attention is computed alone, over
+    /// exactly the keys a one-token step at that position sees, with the one-token step's
+    /// kernels: position `i` of a call gets the bits `L` one-token calls give it (the linear
+    /// layers, layer norms and cross-attention already compute every row on its own).
+    /// Speculative decoding verifies its drafts with this, so it stays lossless.
+    pub fn forward_stepwise(
         &self,
         tokens: &Tensor,
         cache: &mut super::cache::DecoderCache,
-        probs: Option<&mut Vec<Tensor>>,
     ) -> Result<Tensor> {
+        let (n, l) = self.check(tokens, cache)?;
+        let offset = cache.len();
+        self.forward_inner(tokens, cache, n, l, offset, None, true)
+            .map_err(ce)
+    }
+
+    /// Validates `tokens` [N, L] against `cache`; returns (N, L).
+    fn check(&self, tokens: &Tensor, cache: &super::cache::DecoderCache) -> Result<(usize, usize)> {
         let (n, l) = tokens.dims2().map_err(|_| {
             Error::invalid_input(format!(
                 "decode: tokens must be [N, L], got {:?}",
@@ -430,18 +440,31 @@ impl Decoder {
                 cache.rows()
             )));
         }
-        let offset = cache.len();
-        if offset + l > self.n_ctx {
+        if cache.len() + l > self.n_ctx {
             return Err(Error::limit(
                 "decoder context (n_text_ctx)",
                 self.n_ctx,
-                offset + l,
+                cache.len() + l,
             ));
         }
-        self.forward_inner(tokens, cache, n, l, offset, probs)
+        Ok((n, l))
+    }
+
+    /// Like [`Decoder::forward`]; when `probs` is given, also pushes each layer's cross-attention
+    /// probabilities [N, H, L, T_audio] (needs a cache whose rows are one per window).
+    pub fn forward_with(
+        &self,
+        tokens: &Tensor,
+        cache: &mut super::cache::DecoderCache,
+        probs: Option<&mut Vec<Tensor>>,
+    ) -> Result<Tensor> {
+        let (n, l) = self.check(tokens, cache)?;
+        let offset = cache.len();
+        self.forward_inner(tokens, cache, n, l, offset, probs, false)
             .map_err(ce)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn forward_inner(
         &self,
         tokens: &Tensor,
@@ -450,6 +473,7 @@ impl Decoder {
         l: usize,
         offset: usize,
         mut probs: Option<&mut Vec<Tensor>>,
+        stepwise: bool,
     ) -> candle_core::Result<Tensor> {
         let d = self.embed.dim(1)?;
         let emb = self
@@ -458,7 +482,7 @@ impl Decoder {
             .reshape((n, l, d))?;
         let mut x = emb.broadcast_add(&self.pos.narrow(0, offset, l)?)?;
         // Causal mask among the new positions; cached positions are all visible.
-        let mask = if l > 1 {
+        let mask = if l > 1 && !stepwise {
             let total = offset + l;
             let m: Vec<f32> = (0..l)
                 .flat_map(|i| {
@@ -481,12 +505,28 @@ impl Decoder {
             let h = layer.ln1.forward(&x)?;
             let qkv = split_heads(&layer.qkv.forward(&h)?, 3, self.n_head)?;
             let (k, v) = cache.append(li, &qkv[1], &qkv[2], offset)?;
-            let mut s = qkv[0].matmul(&k.t()?)?;
-            if let Some(m) = &mask {
-                s = s.broadcast_add(m)?;
-            }
-            let p = kernels::softmax_last_dim(&s)?;
-            let a = merge_heads(&p.matmul(&v)?)?;
+            let a = if stepwise && l > 1 {
+                // One query at a time over its own prefix, as a one-token step computes it.
+                let per = (0..l)
+                    .map(|i| {
+                        let q = qkv[0].narrow(2, i, 1)?.contiguous()?;
+                        let (k, v) = (
+                            k.narrow(2, 0, offset + i + 1)?,
+                            v.narrow(2, 0, offset + i + 1)?,
+                        );
+                        let p = kernels::softmax_last_dim(&q.matmul(&k.t()?)?)?;
+                        p.matmul(&v)
+                    })
+                    .collect::<candle_core::Result<Vec<_>>>()?;
+                merge_heads(&Tensor::cat(&per, 2)?)?
+            } else {
+                let mut s = qkv[0].matmul(&k.t()?)?;
+                if let Some(m) = &mask {
+                    s = s.broadcast_add(m)?;
+                }
+                let p = kernels::softmax_last_dim(&s)?;
+                merge_heads(&p.matmul(&v)?)?
+            };
             x = (x + layer.self_out.forward(&a)?)?;
             // Cross-attention; rows that share a window use that window's K/V without copying it.
             let h = layer.ln2.forward(&x)?;

@@ -47,7 +47,8 @@ impl RawCoding {
 }
 
 /// What the config says about headerless audio: coding, rate and channels. Errors name the
-/// field: a missing or odd rate, an encoding Dicta does not read (`OGGOPUS`).
+/// field: a missing or odd rate, an encoding that is not headerless (`OGGOPUS`: an Ogg/Opus file,
+/// which `Recognize` reads by its content but a stream of chunks cannot carry).
 pub(crate) fn raw_spec(config: &RecognitionConfig) -> Result<(RawCoding, u32, usize)> {
     let coding = match AudioEncoding::try_from(config.encoding) {
         Ok(AudioEncoding::LinearPcm) | Ok(AudioEncoding::EncodingUnspecified) => {
@@ -63,7 +64,7 @@ pub(crate) fn raw_spec(config: &RecognitionConfig) -> Result<(RawCoding, u32, us
         }
         Ok(AudioEncoding::Oggopus) => return Err(Error::new(
             ErrorKind::UnsupportedFormat,
-            "encoding OGGOPUS is not supported; send LINEAR_PCM, MULAW, ALAW or a WAV/FLAC file",
+            "encoding OGGOPUS is not supported for streaming; stream LINEAR_PCM, MULAW or ALAW (Recognize reads Ogg/Opus files)",
         )),
         Err(_) => {
             return Err(Error::invalid_input(format!(
@@ -152,6 +153,13 @@ pub(crate) fn recognize_audio(
     }
     if looks_like_a_file(&audio) {
         return Ok((AudioFormat::Encoded, audio));
+    }
+    if config.encoding == AudioEncoding::Oggopus as i32 {
+        // OGGOPUS is an Ogg/Opus file (decoded by its content above), not headerless samples.
+        return Err(Error::new(
+            ErrorKind::CorruptInput,
+            "encoding is OGGOPUS but the audio does not start with an Ogg page (\"OggS\")",
+        ));
     }
     let (coding, rate, channels) = raw_spec(config)?;
     let frame = coding.bytes() * channels;
@@ -349,5 +357,25 @@ mod tests {
         assert_eq!(language("en-US").as_deref(), Some("en"));
         assert_eq!(language(""), None);
         assert_eq!(speaker_tag(Some("SPEAKER_01")), 2);
+    }
+
+    #[test]
+    fn oggopus_is_an_ogg_file() {
+        let config = RecognitionConfig {
+            encoding: AudioEncoding::Oggopus as i32,
+            sample_rate_hertz: 48_000,
+            ..Default::default()
+        };
+        let ogg = b"OggS\0\x02\0\0\0\0\0\0\0\0".to_vec();
+        let (format, bytes) = recognize_audio(&config, ogg.clone()).unwrap();
+        assert!(matches!(format, AudioFormat::Encoded));
+        assert_eq!(bytes, ogg);
+        let e = recognize_audio(&config, vec![0; 3200]).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::CorruptInput);
+        assert!(e.message.contains("OGGOPUS"), "{}", e.message);
+        // A stream of chunks cannot carry a container.
+        let e = raw_spec(&config).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::UnsupportedFormat);
+        assert!(e.message.contains("streaming"), "{}", e.message);
     }
 }

@@ -199,6 +199,8 @@ pub(crate) async fn raw(
         num_speakers: None,
         min_speakers: None,
         max_speakers: None,
+        // Raw PCM is one channel.
+        channels: Default::default(),
     };
     let mut outcome = s
         .pipeline

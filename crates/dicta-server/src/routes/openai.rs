@@ -46,7 +46,7 @@ pub(crate) async fn models(State(s): State<Shared>) -> Json<serde_json::Value> {
 
 /// The form fields Dicta reads; others (e.g. `include[]`) are accepted and ignored. `model`
 /// picks a resident model (`whisper-1` or none: the default one).
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Form {
     model: Option<String>,
     file: Option<(String, Vec<u8>)>,
@@ -62,6 +62,7 @@ struct Form {
     num_speakers: Option<String>,
     min_speakers: Option<String>,
     max_speakers: Option<String>,
+    channels: Option<String>,
 }
 
 async fn handle(
@@ -119,6 +120,7 @@ async fn read_form(mut mp: Multipart) -> std::result::Result<Form, MultipartErro
             "num_speakers" => form.num_speakers = Some(small_text(field).await?),
             "min_speakers" => form.min_speakers = Some(small_text(field).await?),
             "max_speakers" => form.max_speakers = Some(small_text(field).await?),
+            "channels" => form.channels = Some(small_text(field).await?),
             // Skipped fields are drained by `next_field`.
             _ => {}
         }
@@ -247,7 +249,12 @@ fn parse(form: Form, task: Task) -> Result<Parsed> {
             })
         })
         .transpose()?;
+    let channels = non_empty(form.channels)
+        .map(|v| dicta_core::ChannelMode::parse(&v))
+        .transpose()?
+        .unwrap_or_default();
     let options = RequestOptions {
+        channels,
         language: non_empty(form.language).map(|l| l.to_ascii_lowercase()),
         prompt: non_empty(form.prompt),
         temperature,
@@ -368,5 +375,95 @@ mod tests {
             ..form()
         };
         assert!(parse(f, Task::Transcribe).is_err());
+    }
+
+    /// Fuzzing (see the `dicta-fuzz` crate) of the OpenAI routes' multipart forms as they
+    /// arrive: the body under a fixed boundary goes through axum's multipart reader and
+    /// [`read_form`], then [`parse`] for both tasks. A malformed form must be an error, never a
+    /// panic, and a field never holds more than its cap. Run with
+    /// `cargo test --release -p dicta-server -- --ignored fuzz_`.
+    #[test]
+    #[ignore = "fuzzing: run with --ignored"]
+    fn fuzz_multipart_forms() {
+        use axum::extract::FromRequest;
+        const BOUNDARY: &str = "dictaFuzzBoundary7MA4YWxk";
+        let part = |name: &str, value: &[u8], file: bool| {
+            let mut p = format!("--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"{name}\"");
+            if file {
+                p.push_str("; filename=\"a.wav\"\r\nContent-Type: audio/wav");
+            }
+            p.push_str("\r\n\r\n");
+            let mut b = p.into_bytes();
+            b.extend_from_slice(value);
+            b.extend_from_slice(b"\r\n");
+            b
+        };
+        let end = format!("--{BOUNDARY}--\r\n").into_bytes();
+        let seeds: Vec<Vec<u8>> = vec![
+            [
+                part("file", b"RIFF\x24\x00\x00\x00WAVEfmt ", true),
+                part("model", b"whisper-1", false),
+                part("response_format", b"verbose_json", false),
+                part("timestamp_granularities[]", b"word", false),
+                part("temperature", b"0.2", false),
+                part("prompt", "the quick brown fox \u{e9}".as_bytes(), false),
+                end.clone(),
+            ]
+            .concat(),
+            [
+                part("file", &[0u8; 64], true),
+                part("vad_filter", b"true", false),
+                part(
+                    "vad_parameters",
+                    br#"{"threshold": 0.4, "min_silence_duration_ms": 500}"#,
+                    false,
+                ),
+                part("diarize", b"true", false),
+                part("num_speakers", b"2", false),
+                part("language", b"en", false),
+                part("channels", b"split", false),
+                end.clone(),
+            ]
+            .concat(),
+            // Cut inside a part, with no closing boundary.
+            part("file", b"ID3\x04\x00", true)[..20].to_vec(),
+        ];
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        dicta_fuzz::fuzz("multipart_forms", &seeds, |bytes| {
+            let req = axum::http::Request::builder()
+                .method("POST")
+                .header(
+                    "content-type",
+                    format!("multipart/form-data; boundary={BOUNDARY}"),
+                )
+                .body(axum::body::Body::from(bytes.to_vec()))
+                .unwrap();
+            rt.block_on(async {
+                let Ok(mp) = Multipart::from_request(req, &()).await else {
+                    return;
+                };
+                let Ok(form) = read_form(mp).await else {
+                    return;
+                };
+                for v in [&form.language, &form.model, &form.temperature]
+                    .into_iter()
+                    .flatten()
+                {
+                    // Lossy UTF-8: each kept byte is at most one character.
+                    assert!(
+                        v.chars().count() <= MAX_OPTION_BYTES + 1,
+                        "a field past its cap"
+                    );
+                }
+                if let Some(p) = &form.prompt {
+                    assert!(p.len() <= PROMPT_TAIL_BYTES, "a prompt past its tail");
+                }
+                for task in [Task::Transcribe, Task::Translate] {
+                    let _ = parse(form.clone(), task);
+                }
+            });
+        });
     }
 }

@@ -64,6 +64,7 @@ pub(crate) async fn stream(
             message: format!("model {name} does not support streaming"),
         });
     }
+    backend.check_stream_options(&settings.options)?;
     let permit = s.streams.clone().try_acquire_owned().map_err(|_| {
         Error::new(
             ErrorKind::Overloaded,

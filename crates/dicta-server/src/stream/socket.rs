@@ -250,8 +250,13 @@ impl Stream {
                     Ok(s) => s,
                     Err(e) => return self.reply_error(socket, &e).await,
                 };
-                // An unknown model is refused here, while the settings stay as they were.
-                if let Err(e) = self.state.model(next.options.model.as_deref()) {
+                // An unknown model, or options its streams cannot honour (a language), are
+                // refused here, while the settings stay as they were.
+                if let Err(e) = self
+                    .state
+                    .model(next.options.model.as_deref())
+                    .and_then(|m| m.1.check_stream_options(&next.options))
+                {
                     return self.reply_error(socket, &e).await;
                 }
                 let resampler = match StreamResampler::new(next.sample_rate) {

