@@ -135,3 +135,23 @@ fn an_mp4_sample_table_larger_than_its_box_is_refused() {
         );
     }
 }
+
+/// Found by `fuzz_audio_decode`: an 8 KB WebM whose block lacing announces a 3.5 TB frame made
+/// symphonia-format-mkv 0.5.5 allocate it and abort the process. The vendored, patched crate
+/// (vendor/symphonia-format-mkv) checks laced sizes against their block: the audio before the
+/// bad block is kept, with a note saying why decoding stopped.
+#[test]
+fn matroska_lacing_larger_than_its_block_is_damage() {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz_corpus/audio/mkv_lacing_alloc.webm");
+    let mut none = |_| Ok(());
+    let bounds = Bounds {
+        max_seconds: 600.0,
+        limit: "fuzz",
+        on_samples: &mut none,
+    };
+    let loaded = load_owned_bounded(std::fs::read(&path).unwrap(), "in.webm", bounds).unwrap();
+    assert!(!loaded.samples.is_empty());
+    let note = loaded.warning.expect("the damage is reported");
+    assert!(note.contains("laced frame sizes"), "{note}");
+}
