@@ -81,6 +81,14 @@ pub struct ServeArgs {
     /// closed (seconds).
     #[arg(long, default_value_t = 60.0)]
     pub stream_idle_timeout_s: f64,
+    /// A new WebSocket stream is refused (503) while an open one is more than this many seconds
+    /// behind real time; streams this far behind get `lag` events.
+    #[arg(long, default_value_t = 3.0)]
+    pub stream_admit_lag_s: f64,
+    /// A WebSocket stream more than this many seconds behind is ended (newest first) with an
+    /// `overloaded` error and close 1013, so that the others catch up.
+    #[arg(long, default_value_t = 30.0)]
+    pub stream_max_lag_s: f64,
     /// Longest wait for a request's headers, from the connection's start or the end of its
     /// previous response (seconds); slower or idle connections are closed.
     #[arg(long, default_value_t = 15.0)]
@@ -379,6 +387,8 @@ pub fn run(args: &ServeArgs, g: &Globals) -> Result<u8> {
         max_streams: args.max_streams,
         max_stream_seconds: args.max_stream_seconds,
         stream_idle_timeout_s: args.stream_idle_timeout_s,
+        stream_admit_lag_s: args.stream_admit_lag_s,
+        stream_max_lag_s: args.stream_max_lag_s,
         header_timeout_s: args.header_timeout_s,
         body_timeout_s: args.body_timeout_s,
         min_body_rate_kib: args.min_body_rate_kib,

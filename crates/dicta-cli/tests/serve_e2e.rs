@@ -190,6 +190,38 @@ fn websocket_stream_of_a_real_recording_matches_the_offline_transcript() {
     assert_eq!(server.terminate(), 0);
 }
 
+/// Admission by capacity on the real model: live streams of a real recording are opened one
+/// every 2 s until the server refuses one because the open streams fell behind real time
+/// (503, well before `max_streams`). Streams that fall behind get `lag` events; ones too far
+/// behind are ended newest first with `overloaded` and close 1013, never by a missed ping
+/// (the client pings every 2 s) or 1011; the others end with their finals and a clean close.
+/// The checks are in `serve_stream_capacity_check.py` (the `websockets` client).
+#[test]
+fn streams_are_admitted_by_capacity_and_shed_cleanly_when_behind() {
+    let Some(model) = model_dir() else { return };
+    if !python_has("websockets") {
+        return;
+    }
+    let server = Server::start(
+        &model,
+        &["--stream-admit-lag-s", "2", "--stream-max-lag-s", "8"],
+    );
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/serve_stream_capacity_check.py"
+    );
+    let url = format!("{}/v1/stream", server.base.replace("http://", "ws://"));
+    let wav = format!("{DATA}/pyannote_audio/sample.wav");
+    let status = Command::new("python3")
+        .arg(script)
+        .args(["--url", &url, "--wav", &wav, "--every", "2", "--hold", "15"])
+        .status()
+        .unwrap();
+    assert!(status.success(), "stream capacity check failed");
+    assert!(server.metric("dicta_streams_refused_behind_total").unwrap() >= 1.0);
+    assert_eq!(server.terminate(), 0);
+}
+
 /// SIGTERM with 4 requests in flight: they all complete with 200 and the right text, the
 /// listener is closed (new connections are refused) while they finish, and the exit code is 0.
 #[test]

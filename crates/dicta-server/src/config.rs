@@ -58,6 +58,14 @@ pub struct ServerConfig {
     /// A WebSocket stream whose client sends nothing (no audio, text or ping) for this many
     /// seconds gets a `timeout` error event, its finals and `done`, and is closed with 1008.
     pub stream_idle_timeout_s: f64,
+    /// A new WebSocket stream is refused with 503 while an open stream is more than this many
+    /// seconds behind (its oldest audio not yet transcribed is that old; see
+    /// `crate::stream::load`); a stream this far behind also gets `lag` events.
+    pub stream_admit_lag_s: f64,
+    /// A WebSocket stream more than this many seconds behind is ended (newest first, one every
+    /// 2 s) with an `overloaded` error, the finals of the audio transcribed so far and `done`,
+    /// then closed with 1013, so that the other streams catch up.
+    pub stream_max_lag_s: f64,
     /// Longest wait for a request's headers, from the connection's start or (keep-alive) the
     /// end of its previous response; a connection that sends none in time is closed. Bounds
     /// slow-header clients and idle connections alike.
@@ -96,6 +104,8 @@ impl Default for ServerConfig {
             max_streams: 16,
             max_stream_seconds: 3600.0,
             stream_idle_timeout_s: 60.0,
+            stream_admit_lag_s: 3.0,
+            stream_max_lag_s: 30.0,
             header_timeout_s: 15.0,
             body_timeout_s: 30.0,
             min_body_rate_kib: 1.0,
@@ -120,6 +130,8 @@ impl ServerConfig {
             ("max_streams", self.max_streams as f64),
             ("max_stream_seconds", self.max_stream_seconds),
             ("stream_idle_timeout_s", self.stream_idle_timeout_s),
+            ("stream_admit_lag_s", self.stream_admit_lag_s),
+            ("stream_max_lag_s", self.stream_max_lag_s),
             ("header_timeout_s", self.header_timeout_s),
             ("body_timeout_s", self.body_timeout_s),
             ("max_connections", self.max_connections as f64),

@@ -225,6 +225,7 @@ impl Bound {
                 .zip(backends.iter().cloned())
                 .collect(),
             streams: streams.clone(),
+            stream_load: Arc::default(),
             shutdown: stopping,
         });
         let grpc = self.grpc.map(|(listener, addr)| {

@@ -67,6 +67,11 @@ pub(crate) struct Metrics {
     pub idle_streams_closed: Counter,
     /// Audio seconds received over WebSocket streams (at the client's rate).
     pub stream_audio_seconds: Counter<f64, AtomicU64>,
+    /// WebSocket streams ended because they fell more than `stream_max_lag_s` behind.
+    pub streams_shed: Counter,
+    /// WebSocket upgrades refused because open streams were more than `stream_admit_lag_s`
+    /// behind.
+    pub streams_refused_behind: Counter,
     /// HTTP connections open now (upgraded WebSocket streams excluded).
     pub connections_open: Gauge,
     /// Connections the server closed (or refused) before the client did, by reason:
@@ -182,6 +187,18 @@ impl Metrics {
             "Audio seconds received over WebSocket streams",
             stream_audio_seconds.clone(),
         );
+        let streams_shed = Counter::default();
+        registry.register(
+            "streams_shed",
+            "WebSocket streams ended for falling more than stream_max_lag_s behind",
+            streams_shed.clone(),
+        );
+        let streams_refused_behind = Counter::default();
+        registry.register(
+            "streams_refused_behind",
+            "WebSocket upgrades refused while open streams were more than stream_admit_lag_s behind",
+            streams_refused_behind.clone(),
+        );
         let connections_open = Gauge::default();
         registry.register(
             "connections_open",
@@ -213,6 +230,8 @@ impl Metrics {
             active_streams,
             idle_streams_closed,
             stream_audio_seconds,
+            streams_shed,
+            streams_refused_behind,
             connections_open,
             connections_closed,
         }

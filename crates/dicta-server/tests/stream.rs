@@ -503,3 +503,125 @@ async fn an_over_size_message_is_answered_with_close_1009() {
         .unwrap();
     assert_eq!(close_code(&mut ws).await, 1009);
 }
+
+/// Sends `audio` in 100 ms frames at real time (a live microphone).
+async fn send_real_time(ws: &mut Ws, audio: &[i16]) {
+    let mut tick = tokio::time::interval(std::time::Duration::from_millis(100));
+    for block in audio.chunks(1600) {
+        tick.tick().await;
+        ws.send(Message::binary(pcm_i16(block))).await.unwrap();
+    }
+}
+
+/// A stream whose audio waits on a stalled model falls behind real time: while it is behind, a
+/// new stream is refused with 503 (capacity, not sockets), pings are still answered, and once
+/// it is further behind than `stream_max_lag_s` it is ended with `overloaded`, the finals of
+/// what was transcribed, `done` and close 1013 (so that the other streams catch up) — not left
+/// to time out.
+#[tokio::test]
+async fn a_stream_behind_real_time_blocks_admission_and_is_ended_past_the_max_lag() {
+    let cfg = ServerConfig {
+        stream_admit_lag_s: 0.5,
+        stream_max_lag_s: 1.5,
+        ..Default::default()
+    };
+    let backend = Arc::new(EchoBackend::new());
+    let server = TestServer::start(cfg, backend.clone()).await;
+    // Another stream is open (the only stream is never shed: that would help nobody).
+    let (_other, _) = open(&server, "").await;
+    let (mut ws, _) = open(&server, "").await;
+    let audio = samples(16_000 * 3, 11);
+    // The first frame reaches the model before it stalls.
+    send_pcm(&mut ws, &audio[..1600], 1600).await;
+    assert_eq!(next_json(&mut ws).await["text"], "100ms");
+    backend.close(false);
+    send_real_time(&mut ws, &audio[1600..16_000 * 2]).await;
+    ws.send(Message::Ping(b"still there?".to_vec().into()))
+        .await
+        .unwrap();
+    match ws.next().await.unwrap().unwrap() {
+        Message::Pong(p) => assert_eq!(p.as_ref(), b"still there?"),
+        other => panic!("expected the pong, got {other:?}"),
+    }
+    match connect(&server, "", None).await {
+        Err(tungstenite::Error::Http(resp)) => {
+            assert_eq!(resp.status(), 503);
+            assert_eq!(resp.headers()["retry-after"], "1");
+            let body: Value = serde_json::from_slice(resp.body().as_ref().unwrap()).unwrap();
+            assert_eq!(body["error"]["type"], "overloaded");
+            let why = body["error"]["message"].as_str().unwrap();
+            assert!(why.contains("behind real time"), "{why}");
+        }
+        other => panic!("expected 503, got {other:?}"),
+    }
+    backend.open();
+    // The frame held in the model comes back, then the stream is over 1.5 s behind.
+    assert_eq!(next_json(&mut ws).await["text"], "200ms");
+    let error = next_json(&mut ws).await;
+    assert_eq!(error["type"], "error", "{error}");
+    assert_eq!(error["error"]["type"], "overloaded", "{error}");
+    let msgs = until_done(&mut ws).await;
+    // The final covers exactly the audio that was transcribed before the stream was ended.
+    assert_eq!(msgs[0]["type"], "final", "{msgs:?}");
+    assert_eq!(msgs[0]["text"], expected(&audio[..3200], Task::Transcribe));
+    assert_eq!(close_code(&mut ws).await, 1013);
+    let client = reqwest::Client::new();
+    server
+        .wait_metric(&client, "dicta_streams_shed_total 1")
+        .await;
+    server
+        .wait_metric(&client, "dicta_streams_refused_behind_total 1")
+        .await;
+    // Nothing is behind any more: streams are admitted again.
+    let (_again, _) = open(&server, "").await;
+}
+
+/// A stream that falls behind but stays under `stream_max_lag_s` is told so with `lag` events
+/// and keeps every frame; a client sending faster than real time is not behind.
+#[tokio::test]
+async fn a_lagging_stream_gets_lag_events_and_loses_nothing() {
+    let cfg = ServerConfig {
+        stream_admit_lag_s: 0.3,
+        stream_max_lag_s: 60.0,
+        ..Default::default()
+    };
+    let backend = Arc::new(EchoBackend::new());
+    let server = TestServer::start(cfg, backend.clone()).await;
+    let audio = samples(16_000 * 2, 12);
+
+    // Ten seconds of audio at once, faster than real time, transcribed at once: no lag.
+    let (mut fast, _) = open(&server, "").await;
+    send_pcm(&mut fast, &samples(16_000 * 10, 13), 1600).await;
+    fast.send(end()).await.unwrap();
+    let msgs = until_done(&mut fast).await;
+    assert!(msgs.iter().all(|m| m["type"] != "lag"), "{msgs:?}");
+
+    let (mut ws, _) = open(&server, "").await;
+    backend.close(false);
+    send_real_time(&mut ws, &audio).await;
+    backend.open();
+    ws.send(end()).await.unwrap();
+    let msgs = until_done(&mut ws).await;
+    let lags: Vec<&Value> = msgs.iter().filter(|m| m["type"] == "lag").collect();
+    assert!(!lags.is_empty(), "{msgs:?}");
+    let seconds = lags[0]["seconds"].as_f64().unwrap();
+    assert!(seconds > 0.3 && seconds < 5.0, "{}", lags[0]);
+    assert_eq!(lags[0]["max_lag_seconds"], 60.0);
+    let last = msgs.iter().rfind(|m| m["type"] == "final").unwrap();
+    assert_eq!(last["text"], expected(&audio, Task::Transcribe));
+}
+
+/// A client that closes the socket gets the server's close frame back (a clean close
+/// handshake; without it standard clients report 1006, an abnormal closure).
+#[tokio::test]
+async fn a_client_close_is_answered_with_a_close_frame() {
+    let server = TestServer::start(ServerConfig::default(), Arc::new(EchoBackend::new())).await;
+    let (mut ws, _) = open(&server, "").await;
+    send_pcm(&mut ws, &samples(1600, 3), 1600).await;
+    assert_eq!(next_json(&mut ws).await["type"], "partial");
+    ws.send(Message::Close(None)).await.unwrap();
+    let reply = tokio::time::timeout(std::time::Duration::from_secs(5), ws.next())
+        .await
+        .expect("an answer in time");
+    assert!(matches!(reply, Some(Ok(Message::Close(_)))), "{reply:?}");
+}

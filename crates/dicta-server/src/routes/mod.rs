@@ -39,6 +39,8 @@ pub(crate) struct AppState {
     pub models: Vec<(String, Arc<dyn Backend>)>,
     /// One permit per open WebSocket stream (`max_streams`).
     pub streams: Arc<tokio::sync::Semaphore>,
+    /// How far behind the open streams are (admission, `lag` events, shedding).
+    pub stream_load: Arc<crate::stream::load::StreamLoad>,
     /// Turns true when the server starts shutting down (streams end their utterance and close).
     pub shutdown: tokio::sync::watch::Receiver<bool>,
 }

@@ -65,6 +65,20 @@ pub(crate) async fn stream(
         });
     }
     backend.check_stream_options(&settings.options)?;
+    // Capacity, not only sockets: while open streams are behind real time, one more would
+    // only put every stream further behind.
+    let behind = s.stream_load.worst_lag();
+    if behind > s.cfg.stream_admit_lag_s {
+        s.metrics.streams_refused_behind.inc();
+        return Err(Error::new(
+            ErrorKind::Overloaded,
+            format!(
+                "open streams are {behind:.1} s behind real time (stream_admit_lag_s is {}); retry later",
+                s.cfg.stream_admit_lag_s
+            ),
+        )
+        .into());
+    }
     let permit = s.streams.clone().try_acquire_owned().map_err(|_| {
         Error::new(
             ErrorKind::Overloaded,

@@ -30,10 +30,17 @@
 //! error, then the final events of the audio accepted so far and `done`, then closes with 1008.
 //! A server shutdown ends the utterance the same way (events, `done`) and closes with 1001.
 //!
+//! Capacity ([`load`]): while an open stream is more than `stream_admit_lag_s` behind real time
+//! the upgrade is refused with 503, and that stream gets `{"type":"lag","seconds",
+//! "max_lag_seconds"}` events (at most every 2 s). A stream more than `stream_max_lag_s` behind
+//! (the newest such, one every 2 s, never the only open stream) gets an `overloaded` error, the
+//! finals of what was transcribed, `done`, and close 1013; its unread audio is dropped.
+//!
 //! The backend's session calls block while the model runs, so they run on tokio's blocking
 //! pool; a socket handles one message at a time, which also paces a client that sends faster
 //! than the model decodes (TCP backpressure).
 
+pub(crate) mod load;
 pub(crate) mod protocol;
 pub(crate) mod resample;
 pub(crate) mod socket;

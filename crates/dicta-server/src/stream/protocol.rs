@@ -127,6 +127,10 @@ pub(crate) enum ServerMessage {
     },
     /// Every event of the ended utterance has been sent.
     Done,
+    /// The stream is behind real time: its oldest audio not yet transcribed is `seconds` old
+    /// (sent while that passes `stream_admit_lag_s`, at most every 2 s). Past
+    /// `max_lag_seconds` the stream may be ended with an `overloaded` error.
+    Lag { seconds: f64, max_lag_seconds: f64 },
     /// Something went wrong; `error.type` is the stable kind (as in HTTP error bodies).
     Error { error: ErrorBody },
 }

@@ -1,11 +1,13 @@
 //! The loop of one WebSocket session (see the module docs of [`crate::stream`]).
 
 use std::collections::VecDeque;
+use std::time::{Duration, Instant};
 
 use axum::extract::ws::{CloseFrame, Message, WebSocket};
 use dicta_core::{Error, ErrorKind, Result};
 use tokio::sync::OwnedSemaphorePermit;
 
+use super::load::LagTracker;
 use super::protocol::{decode_frame, ClientMessage, ServerMessage, StreamSettings};
 use super::resample::StreamResampler;
 use crate::backend::{StreamEvent, StreamSession};
@@ -42,6 +44,9 @@ fn incoming_bytes(m: &Incoming) -> usize {
     }
 }
 
+/// Least time between two `lag` events of one stream.
+const LAG_EVENT_GAP: Duration = Duration::from_secs(2);
+
 fn is_gone(m: &Incoming) -> bool {
     matches!(m, None | Some(Err(_)) | Some(Ok(Message::Close(_))))
 }
@@ -62,6 +67,9 @@ enum Flow {
     Close(u16, &'static str),
     /// The client is gone (a send failed).
     Gone,
+    /// The client sent a close frame: answer it so that its close handshake completes (else
+    /// it sees 1006, an abnormal closure).
+    ClientClosed,
 }
 
 /// One session's state between messages.
@@ -80,6 +88,10 @@ struct Stream {
     /// works keeps the client's keepalive pings answered when it sends faster than real time.
     backlog: VecDeque<Incoming>,
     backlog_bytes: usize,
+    /// Due times of the audio frames read and not yet handled (see [`crate::stream::load`]).
+    lag: LagTracker,
+    /// When the last `lag` event was sent.
+    lag_event_at: Option<Instant>,
 }
 
 /// Serves one upgraded socket until the client leaves, the stream ends or the server stops.
@@ -118,6 +130,7 @@ pub(crate) async fn serve_socket(
         max_stream_seconds: state.cfg.max_stream_seconds,
     };
     let mut shutdown = state.shutdown.clone();
+    let state_load = state.stream_load.clone();
     let mut stream = Stream {
         state,
         id,
@@ -128,6 +141,8 @@ pub(crate) async fn serve_socket(
         seconds: 0.0,
         backlog: VecDeque::new(),
         backlog_bytes: 0,
+        lag: state_load.register(),
+        lag_event_at: None,
     };
     if !send(&mut socket, &ready).await {
         return;
@@ -156,7 +171,10 @@ pub(crate) async fn serve_socket(
                     sender_gone = changed.is_err();
                     continue;
                 }
-                msg = socket.recv(), if !stopping => msg,
+                msg = socket.recv(), if !stopping => {
+                    stream.arrived(&msg);
+                    msg
+                }
                 () = tokio::time::sleep_until(idle_deadline), if !stopping => {
                     let e = Error::new(
                         ErrorKind::Timeout,
@@ -183,17 +201,25 @@ pub(crate) async fn serve_socket(
             },
         };
         idle_deadline = tokio::time::Instant::now() + idle;
-        let flow = match msg {
+        let audio = matches!(msg, Some(Ok(Message::Binary(_))));
+        let mut flow = match msg {
             // A message over the size limit: say so (RFC 6455's "message too big").
             Some(Err(e)) if too_big(&e) => {
                 break Flow::Close(CLOSE_TOO_BIG, "message too big");
             }
-            None | Some(Err(_)) | Some(Ok(Message::Close(_))) => break Flow::Gone,
+            Some(Ok(Message::Close(_))) => break Flow::ClientClosed,
+            None | Some(Err(_)) => break Flow::Gone,
             Some(Ok(Message::Binary(bytes))) => stream.audio(&mut socket, &bytes).await,
             Some(Ok(Message::Text(text))) => stream.text(&mut socket, text.as_str()).await,
             // Pings are answered by axum; pongs need nothing.
             Some(Ok(_)) => Flow::Continue,
         };
+        if audio {
+            stream.lag.handled();
+            if matches!(flow, Flow::Continue) {
+                flow = stream.check_lag(&mut socket).await;
+            }
+        }
         if !matches!(flow, Flow::Continue) {
             break flow;
         }
@@ -205,6 +231,12 @@ pub(crate) async fn serve_socket(
                 reason: reason.into(),
             };
             let _ = socket.send(Message::Close(Some(frame))).await;
+        }
+        Flow::ClientClosed => {
+            // The reply to the client's close frame is queued by the WebSocket layer when the
+            // frame is read; it only leaves on a flush.
+            let _ = futures_util::SinkExt::flush(&mut socket).await;
+            span.in_scope(|| tracing::info!("client closed the stream"));
         }
         Flow::Gone => span.in_scope(|| tracing::info!("client left; session dropped")),
         Flow::Continue => {}
@@ -225,6 +257,58 @@ async fn send<T: serde::Serialize>(socket: &mut WebSocket, msg: &T) -> bool {
 }
 
 impl Stream {
+    /// Counts an audio frame read from the socket towards this stream's lag.
+    fn arrived(&mut self, msg: &Incoming) {
+        if let Some(Ok(Message::Binary(b))) = msg {
+            let per_second = (self.settings.encoding.sample_bytes() as f64)
+                * f64::from(self.settings.sample_rate);
+            self.lag.arrived(b.len() as f64 / per_second);
+        }
+    }
+
+    /// After an audio frame: ends the stream if it is too far behind (so that the others catch
+    /// up), or tells the client how far behind it is.
+    async fn check_lag(&mut self, socket: &mut WebSocket) -> Flow {
+        let cfg = &self.state.cfg;
+        let (max_lag, warn_lag) = (cfg.stream_max_lag_s, cfg.stream_admit_lag_s);
+        let lag = self.lag.lag();
+        if self.lag.should_shed(max_lag) {
+            self.state.metrics.streams_shed.inc();
+            let e = Error::new(
+                ErrorKind::Overloaded,
+                format!(
+                    "the server is {lag:.1} s behind this stream (stream_max_lag_s is {max_lag}); \
+                     the audio not yet transcribed is dropped and the stream is closed; retry later"
+                ),
+            );
+            // The frames read ahead will not be transcribed.
+            self.backlog.clear();
+            self.backlog_bytes = 0;
+            self.lag.clear();
+            if let Flow::Gone = self.reply_error(socket, &e).await {
+                return Flow::Gone;
+            }
+            return match self.finish(socket).await {
+                Flow::Gone => Flow::Gone,
+                _ => Flow::Close(CLOSE_TRY_LATER, "too far behind real time"),
+            };
+        }
+        let due = self
+            .lag_event_at
+            .is_none_or(|t| t.elapsed() >= LAG_EVENT_GAP);
+        if lag > warn_lag && due {
+            self.lag_event_at = Some(Instant::now());
+            let event = ServerMessage::Lag {
+                seconds: (lag * 1000.0).round() / 1000.0,
+                max_lag_seconds: max_lag,
+            };
+            if !send(socket, &event).await {
+                return Flow::Gone;
+            }
+        }
+        Flow::Continue
+    }
+
     async fn reply_error(&mut self, socket: &mut WebSocket, e: &Error) -> Flow {
         tracing::info!(stream_id = %self.id, kind = e.kind.as_str(), message = %e.message, "stream error");
         if send(socket, &ServerMessage::error(e)).await {
@@ -433,7 +517,9 @@ impl Stream {
                         // Nothing queued can be answered any more.
                         self.backlog.clear();
                         self.backlog_bytes = 0;
+                        self.lag.clear();
                     }
+                    self.arrived(&msg);
                     self.backlog_bytes += incoming_bytes(&msg);
                     self.backlog.push_back(msg);
                 }
