@@ -9,9 +9,13 @@
 //! With `--vs-engine`, `bench engine`'s in-process arm runs the same workload and model right
 //! after every service run, so the ratio service RTFx / engine RTFx measures the cost of serving
 //! (HTTP, decoding uploads, request coalescing) on the same machine load.
+//!
+//! With `--soak-minutes`, the passes give way to a soak (see [`soak`]): real-time streams and
+//! uploads side by side on one server for that long, its RSS sampled at a fixed interval.
 
 mod client;
 mod server;
+mod soak;
 mod summary;
 
 use std::fs;
@@ -133,6 +137,31 @@ pub struct ServiceArgs {
     /// Spawned server: one more `dicta serve` argument (repeatable), e.g. `--serve-arg=--max-streams=32`.
     #[arg(long = "serve-arg", allow_hyphen_values = true)]
     pub serve_args: Vec<String>,
+    /// Soak instead of timed passes: this many minutes (fractions allowed) of real-time streams and
+    /// uploads at once, with the server's RSS sampled; writes soak.csv, soak.md, soak.json.
+    #[arg(long)]
+    pub soak_minutes: Option<f64>,
+    /// Soak: WebSocket streams fed at real time, each looping over the workload's clips.
+    /// The defaults (2 streams, 1 upload client pausing 500 ms) keep tiny.en on 2 cores ~70% busy.
+    #[arg(long, default_value_t = 2)]
+    pub soak_streams: usize,
+    /// Soak: clients posting the workload's clips to the OpenAI route, one after another.
+    #[arg(long, default_value_t = 1)]
+    pub soak_uploads: usize,
+    /// Soak: pause of each upload client after each answer (ms).
+    #[arg(long, default_value_t = 500)]
+    pub soak_upload_gap_ms: u64,
+    /// Soak: seconds between two samples (RSS, CPU, counts, latencies).
+    #[arg(long, default_value_t = 60.0)]
+    pub soak_sample_s: f64,
+    /// Soak: utterances per stream socket before it is closed and another opened (0: keep it
+    /// until the server's `max_stream_seconds` would be passed).
+    #[arg(long, default_value_t = 20)]
+    pub soak_stream_utterances: usize,
+    /// Soak with `--url`: the server's process id, whose RSS and CPU are read from /proc (else
+    /// RSS comes from `/metrics` `process_resident_memory_bytes`, when the server exports it).
+    #[arg(long)]
+    pub soak_pid: Option<u32>,
     /// Output folder for results.json, results.csv, results.md (default: bench-results/<unix time>).
     #[arg(long, short)]
     pub out: Option<PathBuf>,
@@ -149,6 +178,10 @@ pub fn run(args: &ServiceArgs, g: &Globals) -> Result<u8> {
     }
     if args.url.is_some() && !args.serve_args.is_empty() {
         eprintln!("dicta bench service: --serve-arg applies only to a spawned server, not --url");
+        return Ok(2);
+    }
+    if let Some(problem) = soak::check_args(args) {
+        eprintln!("dicta bench service: {problem}");
         return Ok(2);
     }
     let out = args
@@ -192,6 +225,26 @@ pub fn run(args: &ServiceArgs, g: &Globals) -> Result<u8> {
         Duration::from_secs(600),
         || spawned.as_mut().map_or(Ok(()), |s| s.check_alive()),
     ));
+    if args.soak_minutes.is_some() {
+        let pid = spawned.as_ref().map(server::Spawned::pid).or(args.soak_pid);
+        let meta = meta(args, model.as_deref(), &base);
+        let result = ready.and_then(|()| {
+            let run = soak::Run {
+                args,
+                rt: &rt,
+                http: &http,
+                base: &base,
+                pid,
+                out: &out,
+            };
+            run.go(&infos, meta)
+        });
+        report_stop(spawned.map(|s| s.stop(Duration::from_secs(60))));
+        result?;
+        eprintln!("dicta bench service: soak results in {}", out.display());
+        // A soak reports its errors (soak.md, the last line printed); it does not fail on them.
+        return Ok(0);
+    }
     let result = ready.and_then(|()| {
         let mut engine = match (&model, args.vs_engine) {
             (Some(m), true) => Some(Arm::start(ArmSpec::dicta(
@@ -229,13 +282,7 @@ pub fn run(args: &ServiceArgs, g: &Globals) -> Result<u8> {
     });
     let stopped = spawned.map(|s| s.stop(Duration::from_secs(60)));
     let rows = result?;
-    match stopped {
-        Some(Ok(status)) if !status.success() => {
-            eprintln!("dicta bench service: dicta serve exited with {status} after SIGTERM")
-        }
-        Some(Err(e)) => eprintln!("dicta bench service: {e:#}"),
-        _ => {}
-    }
+    report_stop(stopped);
     print!("{}", summary::to_markdown(&rows));
     eprintln!("dicta bench service: results in {}", out.display());
     Ok(if rows.iter().all(|r| r.status == "ok") {
@@ -243,6 +290,17 @@ pub fn run(args: &ServiceArgs, g: &Globals) -> Result<u8> {
     } else {
         1
     })
+}
+
+/// Says how a spawned server ended, when not cleanly.
+fn report_stop(stopped: Option<Result<std::process::ExitStatus>>) {
+    match stopped {
+        Some(Ok(status)) if !status.success() => {
+            eprintln!("dicta bench service: dicta serve exited with {status} after SIGTERM")
+        }
+        Some(Err(e)) => eprintln!("dicta bench service: {e:#}"),
+        _ => {}
+    }
 }
 
 fn spawn_server(args: &ServiceArgs, model: &Path, out: &Path) -> Result<server::Spawned> {
@@ -265,6 +323,17 @@ fn spawn_server(args: &ServiceArgs, model: &Path, out: &Path) -> Result<server::
     ];
     if let Some(t) = args.threads {
         serve.extend(["--threads".into(), t.to_string()]);
+    }
+    // Streams fed as fast as possible measure throughput: they run ahead of the audio's clock
+    // whenever the server is slower than real time, which a server refuses and sheds for live
+    // clients (`--stream-admit-lag-s`, `--stream-max-lag-s`); here that is the point.
+    let lag_flags = ["--stream-admit-lag-s", "--stream-max-lag-s"];
+    if matches!(args.endpoint, Endpoint::Stream) && args.realtime == 0 {
+        for flag in lag_flags {
+            if !args.serve_args.iter().any(|a| a.starts_with(flag)) {
+                serve.extend([flag.into(), "1e9".into()]);
+            }
+        }
     }
     serve.extend(args.serve_args.iter().cloned());
     eprintln!(

@@ -27,6 +27,16 @@ pub struct Prepared {
     body: Body,
 }
 
+impl Prepared {
+    /// The WebSocket frames of a request prepared for the stream endpoint.
+    pub fn frames(&self) -> Option<&[Bytes]> {
+        match &self.body {
+            Body::Frames(f) => Some(f),
+            _ => None,
+        }
+    }
+}
+
 enum Body {
     /// OpenAI multipart: the file as it is on disk.
     File { name: String, bytes: Bytes },
@@ -134,20 +144,7 @@ pub async fn run_all(
             loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(p) = requests.get(i) else { break };
-                let rec = match tokio::time::timeout(cfg.timeout, one(&http, &cfg, p)).await {
-                    Ok(r) => r,
-                    Err(_) => record(
-                        p,
-                        Outcome::Failed,
-                        None,
-                        cfg.timeout.as_secs_f64(),
-                        Err(format!(
-                            "no answer within the client limit of {} s",
-                            cfg.timeout.as_secs()
-                        )),
-                    ),
-                };
-                done.push((i, rec));
+                done.push((i, timed(&http, &cfg, p).await));
             }
             done
         });
@@ -160,6 +157,24 @@ pub async fn run_all(
     let wall = start.elapsed().as_secs_f64();
     all.sort_by_key(|(i, _)| *i);
     (all.into_iter().map(|(_, r)| r).collect(), wall)
+}
+
+/// Sends one request and waits for its whole answer, up to the client limit `cfg.timeout`
+/// (past it the request counts as failed).
+pub async fn timed(http: &reqwest::Client, cfg: &ClientConfig, p: &Prepared) -> RequestRecord {
+    match tokio::time::timeout(cfg.timeout, one(http, cfg, p)).await {
+        Ok(r) => r,
+        Err(_) => record(
+            p,
+            Outcome::Failed,
+            None,
+            cfg.timeout.as_secs_f64(),
+            Err(format!(
+                "no answer within the client limit of {} s",
+                cfg.timeout.as_secs()
+            )),
+        ),
+    }
 }
 
 fn record(
@@ -285,37 +300,15 @@ async fn stream(cfg: &ClientConfig, p: &Prepared, frames: &[Bytes]) -> RequestRe
             Err(e),
         )
     };
-    let url = format!(
-        "{}/v1/stream?language=en",
-        cfg.base.replacen("http", "ws", 1)
-    );
-    let mut request = match url.as_str().into_client_request() {
-        Ok(r) => r,
-        Err(e) => return fail(None, format!("bad URL {url}: {e}")),
-    };
-    if let Some(k) = &cfg.api_key {
-        match format!("Bearer {k}").parse() {
-            Ok(v) => {
-                request.headers_mut().insert("authorization", v);
+    let ws = match connect(cfg).await {
+        Ok(ws) => ws,
+        Err((status, e)) => {
+            let mut rec = fail(status, e);
+            if let Some(s) = status {
+                rec.outcome = Outcome::of_status(s);
             }
-            Err(e) => return fail(None, format!("API key is not a header value: {e}")),
-        }
-    }
-    let ws = match tokio_tungstenite::connect_async(request).await {
-        Ok((ws, _)) => ws,
-        Err(tokio_tungstenite::tungstenite::Error::Http(r)) => {
-            let status = r.status().as_u16();
-            let body = r
-                .body()
-                .as_deref()
-                .map(String::from_utf8_lossy)
-                .unwrap_or_default()
-                .into_owned();
-            let mut rec = fail(Some(status), format!("HTTP {status}: {body}"));
-            rec.outcome = Outcome::of_status(status);
             return rec;
         }
-        Err(e) => return fail(None, format!("WebSocket connect: {e}")),
     };
     let (mut tx, mut rx) = ws.split();
     let chunk = cfg.chunk;
@@ -396,19 +389,56 @@ async fn stream(cfg: &ClientConfig, p: &Prepared, frames: &[Bytes]) -> RequestRe
     rec
 }
 
+/// An open `/v1/stream` WebSocket.
+pub type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// Opens `GET /v1/stream` with the key as a bearer header; on failure, the HTTP status of a
+/// refused upgrade (if any) and what went wrong.
+pub async fn connect(cfg: &ClientConfig) -> std::result::Result<Socket, (Option<u16>, String)> {
+    let url = format!(
+        "{}/v1/stream?language=en",
+        cfg.base.replacen("http", "ws", 1)
+    );
+    let mut request = url
+        .as_str()
+        .into_client_request()
+        .map_err(|e| (None, format!("bad URL {url}: {e}")))?;
+    if let Some(k) = &cfg.api_key {
+        let v = format!("Bearer {k}")
+            .parse()
+            .map_err(|e| (None, format!("API key is not a header value: {e}")))?;
+        request.headers_mut().insert("authorization", v);
+    }
+    match tokio_tungstenite::connect_async(request).await {
+        Ok((ws, _)) => Ok(ws),
+        Err(tokio_tungstenite::tungstenite::Error::Http(r)) => {
+            let status = r.status().as_u16();
+            let body = r
+                .body()
+                .as_deref()
+                .map(String::from_utf8_lossy)
+                .unwrap_or_default()
+                .into_owned();
+            Err((Some(status), format!("HTTP {status}: {body}")))
+        }
+        Err(e) => Err((None, format!("WebSocket connect: {e}"))),
+    }
+}
+
 /// What a stream's text messages said.
 #[derive(Debug, Default)]
-struct StreamEvents {
-    partials: usize,
-    first_partial: Option<f64>,
-    finals: Vec<String>,
+pub struct StreamEvents {
+    pub partials: usize,
+    pub first_partial: Option<f64>,
+    pub finals: Vec<String>,
     /// When the server said `done`: every event of the utterance has arrived.
-    done: Option<f64>,
-    error: Option<String>,
+    pub done: Option<f64>,
+    pub error: Option<String>,
     /// `error.type` of the first error message.
-    error_kind: Option<String>,
+    pub error_kind: Option<String>,
     /// Close code, when the server closed the socket.
-    close_code: Option<u16>,
+    pub close_code: Option<u16>,
 }
 
 impl StreamEvents {
@@ -423,7 +453,7 @@ impl StreamEvents {
     }
 
     /// Takes one text message received `at` seconds after the stream started.
-    fn absorb(&mut self, text: &str, at: f64) {
+    pub fn absorb(&mut self, text: &str, at: f64) {
         let v: Value = serde_json::from_str(text).unwrap_or(Value::Null);
         match v["type"].as_str() {
             Some("partial") => {

@@ -60,6 +60,11 @@ impl Spawned {
         })
     }
 
+    /// The server's process id (for sampling its memory).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Fails when the server has exited (with its log tail).
     pub fn check_alive(&mut self) -> Result<()> {
         match self.child.try_wait()? {
