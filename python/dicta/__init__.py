@@ -183,7 +183,7 @@ class Engine:
         threads: CPU threads of this engine (default: all cores).
         batch_size: windows per model call.
         long_form: ``"sequential"`` (seek like faster-whisper) or ``"batched"``.
-        overlap_seconds: window overlap of the batched long-form mode and of CTC windows.
+        overlap_seconds: window overlap of CTC windows.
         vad_model: a VAD model (``"silero-vad"`` or a folder), needed by ``vad_filter=True``.
         speaker_model: a speaker model (``"ecapa-voxceleb"`` or a folder), needed with
             ``vad_model`` by ``diarize=True``.

@@ -137,7 +137,7 @@ impl NativeEngine {
                 compute_type: parse_compute_type(compute_type.as_deref())?,
                 long_form: match long_form {
                     "sequential" => LongFormMode::Sequential,
-                    "batched" => LongFormMode::Batched { overlap_seconds },
+                    "batched" => LongFormMode::Batched,
                     other => {
                         return Err(Error::invalid_input(format!(
                             "long_form must be \"sequential\" or \"batched\", got {other:?}"

@@ -57,7 +57,8 @@ pub enum TaskArg {
 pub enum LongForm {
     /// Seek through 30 s windows following predicted timestamps (as faster-whisper).
     Sequential,
-    /// Fixed overlapping windows decoded in batches, merged at the overlaps.
+    /// Recordings over 2 minutes cut at pauses into lanes of at least 60 s, each seeking as
+    /// faster-whisper, all lanes decoded in batches.
     Batched,
 }
 
@@ -126,7 +127,7 @@ pub struct TranscribeArgs {
     /// Long-form mode for recordings over 30 s.
     #[arg(long, value_enum, default_value_t = LongForm::Sequential)]
     pub long_form: LongForm,
-    /// Overlap between windows (seconds): Whisper batched long-form mode, and CTC windows.
+    /// CTC: overlap between windows (seconds).
     #[arg(long, default_value_t = 5.0)]
     pub overlap_seconds: f32,
     /// CTC: window length in seconds.
@@ -275,9 +276,7 @@ pub fn run(args: &TranscribeArgs, g: &Globals) -> Result<u8> {
         batch_size: args.batch_size,
         long_form: match args.long_form {
             LongForm::Sequential => LongFormMode::Sequential,
-            LongForm::Batched => LongFormMode::Batched {
-                overlap_seconds: args.overlap_seconds,
-            },
+            LongForm::Batched => LongFormMode::Batched,
         },
         decode,
         chunk_seconds: args.chunk_seconds,

@@ -77,9 +77,7 @@ fn check_pair(main: &Whisper, assistant: &Whisper, what: &str, clips: &[&str]) {
         .unwrap()
         .with_assistant(assistant, 5)
         .unwrap();
-    let batched = LongFormMode::Batched {
-        overlap_seconds: 5.0,
-    };
+    let batched = LongFormMode::Batched;
     for (mode, batch) in [
         (LongFormMode::Sequential, 1),
         (LongFormMode::Sequential, 4),

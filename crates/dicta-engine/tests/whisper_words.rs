@@ -164,9 +164,7 @@ fn words_in_batched_long_form_cover_the_text() {
         .expect("long item");
     let audio = load_wav(long["wav"].as_str().unwrap());
     let duration = audio.len() as f64 / 16000.0;
-    let mode = LongFormMode::Batched {
-        overlap_seconds: 5.0,
-    };
+    let mode = LongFormMode::Batched;
     let t = tr
         .transcribe(&[&audio], &opts(true), mode, 8)
         .unwrap()

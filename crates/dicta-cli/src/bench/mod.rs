@@ -85,7 +85,7 @@ pub enum Peer {
 pub enum LongForm {
     /// Seek through windows following predicted timestamps (faster-whisper's WhisperModel).
     Sequential,
-    /// Fixed overlapping windows decoded in batches.
+    /// Lanes of at least 60 s cut at pauses, each seeking as faster-whisper, batched.
     Batched,
 }
 
@@ -121,7 +121,7 @@ pub struct RunArgs {
     /// Long-form mode for inputs over 30 s.
     #[arg(long, value_enum, default_value_t = LongForm::Sequential)]
     pub long_form: LongForm,
-    /// Window overlap of the batched long-form mode (seconds).
+    /// Window overlap of CTC models (seconds).
     #[arg(long, default_value_t = 5.0)]
     pub overlap_seconds: f32,
     /// CPU thread counts to sweep (one arm process per count; default: all cores).

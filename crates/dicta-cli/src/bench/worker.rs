@@ -83,9 +83,7 @@ pub fn run(args: &WorkerArgs) -> Result<u8> {
 
 fn long_form(req: &RunRequest) -> LongFormMode {
     if req.long_form == "batched" {
-        LongFormMode::Batched {
-            overlap_seconds: req.overlap_seconds,
-        }
+        LongFormMode::Batched
     } else {
         LongFormMode::Sequential
     }

@@ -1,6 +1,6 @@
 //! Whisper decoding policy: greedy / beam search / sampling with CTranslate2's logit rules,
 //! temperature fallback, segments from timestamps, and long-form transcription (sequential
-//! seeking as faster-whisper does, or fixed overlapping windows decoded in batches and merged).
+//! seeking as faster-whisper does, or the same seek loop over lanes of a recording, batched).
 //!
 //! The model (`dicta_models::whisper::Whisper`) only does the math; all per-request state
 //! (decoder caches, beams, prompts, seek positions) lives here.
@@ -8,9 +8,9 @@
 pub mod beam;
 pub mod fallback;
 pub mod greedy;
+pub mod lanes;
 mod language;
 pub mod logits;
-pub mod longform;
 pub mod options;
 pub mod segments;
 pub mod speculative;

@@ -19,12 +19,12 @@ pub enum LongFormMode {
     /// faster-whisper behaviour). Windows of one recording are decoded one after another;
     /// different recordings share model calls.
     Sequential,
-    /// Cut fixed 30 s windows overlapping by `overlap_seconds`, decode all windows of all
-    /// recordings in batches, then merge the windows' segments at the overlaps.
-    Batched {
-        /// Overlap between consecutive windows in seconds (0 <= overlap < 15).
-        overlap_seconds: f32,
-    },
+    /// Cut each recording longer than 2 minutes into lanes of at least 60 s (at most one per
+    /// batch row), at the quietest stretch near each ideal cut; every lane runs the sequential
+    /// seek loop and the windows of all lanes share model calls (see `whisper::lanes`). A single
+    /// long recording then fills the batch; its text differs from `Sequential` only around the
+    /// lane cuts. Recordings up to 2 minutes are decoded as in `Sequential`.
+    Batched,
 }
 
 impl LongFormMode {
@@ -32,7 +32,7 @@ impl LongFormMode {
     pub fn as_str(&self) -> &'static str {
         match self {
             LongFormMode::Sequential => "sequential",
-            LongFormMode::Batched { .. } => "batched",
+            LongFormMode::Batched => "batched",
         }
     }
 }

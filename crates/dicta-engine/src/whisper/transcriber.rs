@@ -1,5 +1,5 @@
-//! The transcriber: log-mel, prompts, sequential seeking and the batched long-form mode over
-//! windows from many recordings.
+//! The transcriber: log-mel, prompts, and faster-whisper's seek loop over windows of many
+//! recordings (or of the lanes of long ones, in the batched long-form mode).
 
 use dicta_audio::mel::{LogMel, MelConfig, MelSpectrogram};
 use dicta_core::{Error, ErrorKind, Result, Segment, Transcript};
@@ -7,15 +7,10 @@ use dicta_models::whisper::{Whisper, WhisperTokenizer};
 
 use super::fallback::{is_silence, Attempt};
 use super::logits::argmax;
-use super::longform::{PlannedWindow, WindowSegment};
 use super::options::{DecodeOptions, LongFormMode, Task};
-use super::segments::{
-    split_by_timestamps, RawSegment, FRAMES_PER_SECOND, TIME_PRECISION, WINDOW_FRAMES,
-};
+use super::segments::{split_by_timestamps, RawSegment, FRAMES_PER_SECOND, WINDOW_FRAMES};
 use super::window::{ce, AlignRequest, WindowDecoder, WindowJob};
 use super::words::{last_end, place_words, splits_on_unicode, PlacedWord, SegmentSpan};
-
-mod batched;
 
 /// Samples of zero padding faster-whisper's feature extractor appends (one hop).
 const FEATURE_PADDING: usize = 160;
@@ -63,19 +58,11 @@ pub struct WhisperTranscriber<'m> {
     assistant: Option<super::speculative::Assistant<'m>>,
 }
 
-/// One decoded window of the batched mode.
-#[derive(Debug, Clone)]
-struct DecodedWindow {
-    start: f64,
-    end: f64,
-    segments: Vec<WindowSegment>,
-    attempt: Attempt,
-}
-
-/// Per-recording state of the sequential mode.
+/// Per-recording (or per-lane) state of the seek loop.
 struct SeqState {
     input: usize,
-    mel: MelSpectrogram,
+    /// The recording's log-mel (shared by the lanes of a recording).
+    mel: std::sync::Arc<MelSpectrogram>,
     content_frames: usize,
     seek: usize,
     all_tokens: Vec<u32>,
@@ -88,6 +75,9 @@ struct SeqState {
     last_speech: f64,
     /// Words are split at unicode boundaries (languages without spaces).
     split_on_unicode: bool,
+    /// One lane of a recording in the batched mode: its segments and progress are reported
+    /// once every lane of the recording is done.
+    span: bool,
 }
 
 impl<'m> WhisperTranscriber<'m> {
@@ -152,13 +142,6 @@ impl<'m> WhisperTranscriber<'m> {
         if batch_size == 0 {
             return Err(Error::invalid_input("batch_size must be >= 1, got 0"));
         }
-        if let LongFormMode::Batched { overlap_seconds } = mode {
-            if !(0.0..15.0).contains(&overlap_seconds) {
-                return Err(Error::invalid_input(format!(
-                    "overlap_seconds must be in [0, 15), got {overlap_seconds}"
-                )));
-            }
-        }
         let decoder = WindowDecoder {
             model: self.model,
             opts,
@@ -178,7 +161,6 @@ impl<'m> WhisperTranscriber<'m> {
         let mut results: Vec<Option<Result<Transcript>>> =
             (0..audios.len()).map(|_| None).collect();
         let mut seq: Vec<SeqState> = Vec::new();
-        let mut long: Vec<(usize, MelSpectrogram, usize)> = Vec::new();
         let (languages, language_probs) = self.languages(audios, opts, &decoder, &mut out)?;
         for (i, audio) in audios.iter().enumerate() {
             let started = std::time::Instant::now();
@@ -200,42 +182,44 @@ impl<'m> WhisperTranscriber<'m> {
                 }
             };
             let sot_seq = self.sot_sequence(&lang, opts.task)?;
-            let batched_long =
-                matches!(mode, LongFormMode::Batched { .. }) && content_frames > WINDOW_FRAMES;
-            if batched_long {
-                long.push((i, mel, content_frames));
-            } else {
+            // The batched mode cuts a long recording into lanes; otherwise the recording is one.
+            let lanes = match mode {
+                LongFormMode::Batched if content_frames > WINDOW_FRAMES => {
+                    super::lanes::lanes(audio, content_frames, batch_size)
+                }
+                _ => vec![(0, content_frames)],
+            };
+            let span = lanes.len() > 1;
+            let mel = std::sync::Arc::new(mel);
+            for (start, end) in lanes {
                 seq.push(SeqState {
                     input: i,
-                    mel,
-                    content_frames,
-                    seek: 0,
+                    mel: mel.clone(),
+                    content_frames: end,
+                    seek: start,
                     all_tokens: self.initial_prompt(opts)?,
                     prompt_reset_since: 0,
-                    sot_seq,
+                    sot_seq: sot_seq.clone(),
                     segments: Vec::new(),
                     duration: audio.len() as f64 / 16000.0,
-                    last_speech: 0.0,
+                    last_speech: start as f64 / FRAMES_PER_SECOND as f64,
                     split_on_unicode: splits_on_unicode(&lang),
+                    span,
                 });
             }
         }
-        let long_segments = if let LongFormMode::Batched { overlap_seconds } = mode {
-            self.run_batched(
-                &mut seq,
-                &long,
-                &languages,
-                overlap_seconds,
-                &decoder,
-                batch_size,
-                &mut out,
-            )?
-        } else {
-            self.run_sequential(&mut seq, &decoder, batch_size, &mut out)?;
-            Vec::new()
-        };
+        self.run_sequential(&mut seq, &decoder, batch_size, &mut out)?;
+        // The lanes of a recording, in order: their segments join.
+        let mut spans: Vec<(usize, Vec<Segment>)> = Vec::new();
         for st in seq {
             let dur = audios[st.input].len() as f64 / 16000.0;
+            if st.span {
+                match spans.last_mut() {
+                    Some((i, segs)) if *i == st.input => segs.extend(st.segments),
+                    _ => spans.push((st.input, st.segments)),
+                }
+                continue;
+            }
             results[st.input] = Some(Ok(transcript(
                 st.input,
                 &languages[st.input],
@@ -244,7 +228,7 @@ impl<'m> WhisperTranscriber<'m> {
                 st.segments,
             )));
         }
-        for (i, segs) in long_segments {
+        for (i, segs) in spans {
             let dur = audios[i].len() as f64 / 16000.0;
             opts.progress.segments(i, &segs);
             opts.progress.audio(i, dur);
@@ -301,8 +285,9 @@ impl<'m> WhisperTranscriber<'m> {
     /// The next window of a recording in the seek loop.
     fn seq_job(&self, st: &SeqState, opts: &DecodeOptions) -> WindowJob {
         let size = WINDOW_FRAMES.min(st.content_frames - st.seek);
+        let mel = window(&st.mel, st.seek, size);
         WindowJob {
-            mel: window(&st.mel, st.seek, size),
+            mel,
             prompt: self.prompt(&st.all_tokens[st.prompt_reset_since..], &st.sot_seq, opts),
             seed_key: st.seek as u64,
         }
@@ -407,6 +392,9 @@ impl<'m> WhisperTranscriber<'m> {
         // Segments of the seek loop are final once decoded; the audio up to the seek is done.
         for (&(i, _), &n) in rows.iter().zip(&before) {
             let st = &states[i];
+            if st.span {
+                continue;
+            }
             opts.progress.segments(st.input, &st.segments[n..]);
             let done = if st.seek >= st.content_frames {
                 st.duration
@@ -416,113 +404,6 @@ impl<'m> WhisperTranscriber<'m> {
             opts.progress.audio(st.input, done);
         }
         Ok(())
-    }
-
-    /// All segments of one fixed window, including the unfinished text after the last
-    /// timestamp pair (the sequential mode would decode it again from the next seek; here the
-    /// next window or a repair window covers it and the merge resolves the overlap).
-    fn window_segments(
-        &self,
-        w: PlannedWindow,
-        a: Attempt,
-        enc: &candle_core::Tensor,
-        row: usize,
-        prompt: &[u32],
-        decoder: &WindowDecoder<'_>,
-    ) -> Result<DecodedWindow> {
-        let opts = decoder.opts;
-        let tb = self.model.config.special.timestamp_begin;
-        let start = w.start as f64 / FRAMES_PER_SECOND as f64;
-        let end = (w.start + w.len) as f64 / FRAMES_PER_SECOND as f64;
-        let mut segments = Vec::new();
-        if !is_silence(&a, opts) {
-            let split = split_by_timestamps(&a.tokens, tb, w.start, w.len);
-            let used: usize = split.segments.iter().map(|s| s.tokens.len()).sum();
-            let mut raws = split.segments;
-            if used < a.tokens.len() && used > 0 {
-                let tail = a.tokens[used..].to_vec();
-                let ts = tail[0].saturating_sub(tb) as f64 * TIME_PRECISION;
-                raws.push(RawSegment {
-                    start: start + ts,
-                    end,
-                    tokens: tail,
-                });
-            }
-            let mut words = match opts.word_timestamps {
-                true => self.fixed_window_words(enc, row, prompt, w, &raws, decoder)?,
-                false => Vec::new(),
-            }
-            .into_iter();
-            for raw in raws {
-                let text = self.model.tokenizer.decode(&raw.tokens)?;
-                let words = words.next().unwrap_or_default();
-                if text.trim().is_empty() {
-                    continue;
-                }
-                segments.push(WindowSegment {
-                    start: raw.start,
-                    end: raw.end.max(raw.start),
-                    text,
-                    tokens: raw.tokens,
-                    words: words.into_iter().map(core_word).collect(),
-                });
-            }
-        }
-        Ok(DecodedWindow {
-            start,
-            end,
-            segments,
-            attempt: a,
-        })
-    }
-
-    /// Words of one fixed window's segments (the tail included), aligned on its encoder row.
-    /// Segment times are left as decoded so the merge sees the same windows with and without
-    /// words; the pause heuristics count from the window start.
-    fn fixed_window_words(
-        &self,
-        enc: &candle_core::Tensor,
-        row: usize,
-        prompt: &[u32],
-        w: PlannedWindow,
-        raws: &[RawSegment],
-        decoder: &WindowDecoder<'_>,
-    ) -> Result<Vec<Vec<PlacedWord>>> {
-        let cfg = &self.model.config;
-        let sp = &cfg.special;
-        let eot = sp.eot;
-        // The SOT sequence is the prompt from <|startoftranscript|> on, minus <|notimestamps|>.
-        let sot_at = prompt.iter().position(|&t| t == sp.sot).unwrap_or(0);
-        let sot_sequence: Vec<u32> = prompt[sot_at..]
-            .iter()
-            .copied()
-            .filter(|&t| t != sp.no_timestamps)
-            .collect();
-        let language = sot_sequence
-            .get(1)
-            .and_then(|&id| cfg.lang_ids.iter().find(|(_, l)| *l == id))
-            .map_or("en", |(code, _)| code.as_str());
-        let request = AlignRequest {
-            row,
-            sot_sequence,
-            text_tokens: raws
-                .iter()
-                .flat_map(|r| r.tokens.iter().copied().filter(|&t| t < eot))
-                .collect(),
-            num_frames: w.len,
-            split_on_unicode: splits_on_unicode(language),
-        };
-        let window_words = decoder.align(enc, std::slice::from_ref(&request))?;
-        let mut spans: Vec<SegmentSpan> = raws
-            .iter()
-            .map(|r| SegmentSpan {
-                start: r.start,
-                end: r.end,
-                text_tokens: r.tokens.iter().filter(|&&t| t < eot).count(),
-            })
-            .collect();
-        let offset = w.start as f64 / FRAMES_PER_SECOND as f64;
-        Ok(place_words(&window_words[0], &mut spans, offset, offset))
     }
 
     /// Language per recording: the option, "en" for English-only models, or detected from the
@@ -688,55 +569,6 @@ fn window(mel: &MelSpectrogram, start: usize, size: usize) -> Vec<f32> {
         out[m * WINDOW_FRAMES..m * WINDOW_FRAMES + size].copy_from_slice(src);
     }
     out
-}
-
-/// The words of a merged segment `[start, end]` with `text`: all words of the window segment
-/// it is (same text and start); for a segment the merge cut, the words of the window segment
-/// whose text it begins (or ends) that spell it; else the window's words whose midpoint lies
-/// in `[start, end]`.
-fn merged_words(
-    segments: &[WindowSegment],
-    text: &str,
-    start: f64,
-    end: f64,
-) -> Vec<dicta_core::Word> {
-    if let Some(s) = segments.iter().find(|s| s.text == text && s.start == start) {
-        return s.words.clone();
-    }
-    let squeeze = |s: &str| s.split_whitespace().collect::<String>();
-    let part = squeeze(text);
-    for s in segments {
-        let full = squeeze(&s.text);
-        let spell = |words: &mut dyn Iterator<Item = &dicta_core::Word>| {
-            let mut got = String::new();
-            let mut out = Vec::new();
-            for w in words {
-                if got.len() >= part.len() {
-                    break;
-                }
-                got.push_str(&squeeze(&w.word));
-                out.push(w.clone());
-            }
-            (got.len() == part.len()).then_some(out)
-        };
-        if full.starts_with(&part) {
-            if let Some(w) = spell(&mut s.words.iter()) {
-                return w;
-            }
-        }
-        if full.ends_with(&part) {
-            if let Some(mut w) = spell(&mut s.words.iter().rev()) {
-                w.reverse();
-                return w;
-            }
-        }
-    }
-    segments
-        .iter()
-        .flat_map(|s| &s.words)
-        .filter(|w| (start..=end).contains(&((w.start + w.end) / 2.0)))
-        .cloned()
-        .collect()
 }
 
 /// A placed word as the transcript carries it (surrounding whitespace trimmed).
