@@ -6,45 +6,14 @@
 //! Needs the Whisper model: `DICTA_TEST_MODEL_DIR` (then it must exist) or /work/models/tiny.en-ct2.
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
 mod common;
 
-use common::{model_dir, DATA};
-
-/// A workload manifest of three short real recordings with their references.
-fn manifest(dir: &Path) -> PathBuf {
-    let items = [
-        (
-            "jfk",
-            "openai_whisper/jfk.16k.wav",
-            "And so my fellow Americans, ask not what your country can do for you, ask what you can do for your country.",
-        ),
-        (
-            "left",
-            "faster_whisper/stereo_diarization.ch0.16k.wav",
-            "He began a confused complaint against the wizard, who had vanished behind the curtain on the left.",
-        ),
-        (
-            "right",
-            "faster_whisper/stereo_diarization.ch1.16k.wav",
-            "The horizon seems extremely distant.",
-        ),
-    ];
-    let lines: String = items
-        .iter()
-        .map(|(id, audio, text)| {
-            let audio = Path::new(DATA).join(audio);
-            serde_json::json!({"id": id, "audio": audio, "text": text}).to_string() + "\n"
-        })
-        .collect();
-    let path = dir.join("tiny.jsonl");
-    std::fs::write(&path, lines).unwrap();
-    path
-}
+use common::{model_dir, three_clip_manifest};
 
 /// Runs `dicta bench service` and returns its results.json.
 fn bench(model: &Path, dir: &Path, manifest: &Path, extra: &[&str]) -> Value {
@@ -128,7 +97,7 @@ fn service_bench_reports_every_request_and_matches_the_engine() {
     let Some(model) = model_dir() else { return };
     let dir = std::env::temp_dir().join(format!("dicta-bench-service-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let manifest = manifest(&dir);
+    let manifest = three_clip_manifest(&dir, "tiny.jsonl");
 
     let doc = bench(
         &model,
@@ -232,7 +201,7 @@ fn stream_bench_reports_partials_and_finals() {
     let Some(model) = model_dir() else { return };
     let dir = std::env::temp_dir().join(format!("dicta-bench-stream-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let manifest = manifest(&dir);
+    let manifest = three_clip_manifest(&dir, "tiny.jsonl");
     // As fast as the socket takes the frames: the test measures nothing, it checks the counts.
     let doc = bench(
         &model,

@@ -5,38 +5,18 @@
 //!
 //! Needs the Whisper model: `DICTA_TEST_MODEL_DIR` (then it must exist) or /work/models/tiny.en-ct2.
 
-use std::path::Path;
 use std::process::Command;
 
 mod common;
 
-use common::{model_dir, DATA};
-
-/// Three short real recordings (11 s, 5 s, 5 s) with their references.
-fn manifest(dir: &Path) -> std::path::PathBuf {
-    let items = [
-        ("jfk", "openai_whisper/jfk.16k.wav", "And so my fellow Americans, ask not what your country can do for you, ask what you can do for your country."),
-        ("left", "faster_whisper/stereo_diarization.ch0.16k.wav", "He began a confused complaint against the wizard, who had vanished behind the curtain on the left."),
-        ("right", "faster_whisper/stereo_diarization.ch1.16k.wav", "The horizon seems extremely distant."),
-    ];
-    let lines: String = items
-        .iter()
-        .map(|(id, audio, text)| {
-            let audio = Path::new(DATA).join(audio);
-            serde_json::json!({"id": id, "audio": audio, "text": text}).to_string() + "\n"
-        })
-        .collect();
-    let path = dir.join("soak.jsonl");
-    std::fs::write(&path, lines).unwrap();
-    path
-}
+use common::{model_dir, three_clip_manifest};
 
 #[test]
 fn soak_samples_rss_and_counts_every_request() {
     let Some(model) = model_dir() else { return };
     let dir = std::env::temp_dir().join(format!("dicta-bench-soak-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let manifest = manifest(&dir);
+    let manifest = three_clip_manifest(&dir, "soak.jsonl");
     let out = dir.join("out");
     // 20 s in 5 s samples; 2 utterances per socket so that sockets are reopened within the run.
     let status = Command::new(env!("CARGO_BIN_EXE_dicta"))

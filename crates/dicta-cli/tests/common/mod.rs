@@ -1,7 +1,7 @@
 //! Helpers shared by the real-model tests of the `dicta` binary.
 #![allow(dead_code)] // each test binary uses its own subset
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 pub mod flac;
 pub mod server;
@@ -93,4 +93,36 @@ pub fn speaker_dir() -> Option<PathBuf> {
 pub fn base64(bytes: &[u8]) -> String {
     use base64::Engine as _;
     base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// Writes `dir/name`, a workload manifest of three short real recordings (11 s, 5 s, 5 s) with
+/// their references, for the `dicta bench` tests.
+pub fn three_clip_manifest(dir: &Path, name: &str) -> PathBuf {
+    let items = [
+        (
+            "jfk",
+            "openai_whisper/jfk.16k.wav",
+            "And so my fellow Americans, ask not what your country can do for you, ask what you can do for your country.",
+        ),
+        (
+            "left",
+            "faster_whisper/stereo_diarization.ch0.16k.wav",
+            "He began a confused complaint against the wizard, who had vanished behind the curtain on the left.",
+        ),
+        (
+            "right",
+            "faster_whisper/stereo_diarization.ch1.16k.wav",
+            "The horizon seems extremely distant.",
+        ),
+    ];
+    let lines: String = items
+        .iter()
+        .map(|(id, audio, text)| {
+            let audio = Path::new(DATA).join(audio);
+            serde_json::json!({"id": id, "audio": audio, "text": text}).to_string() + "\n"
+        })
+        .collect();
+    let path = dir.join(name);
+    std::fs::write(&path, lines).unwrap();
+    path
 }

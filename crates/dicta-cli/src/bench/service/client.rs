@@ -12,7 +12,7 @@ use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::{self, Message};
 
 use super::summary::{Outcome, RequestRecord};
 use super::{Endpoint, WireEncoding};
@@ -332,33 +332,7 @@ async fn stream(cfg: &ClientConfig, p: &Prepared, frames: &[Bytes]) -> RequestRe
             .await?;
         Ok::<_, tokio_tungstenite::tungstenite::Error>((Instant::now(), tx))
     };
-    let receive = async {
-        let mut ev = StreamEvents::default();
-        while let Some(msg) = rx.next().await {
-            match msg {
-                Ok(Message::Text(t)) => {
-                    ev.absorb(&t, start.elapsed().as_secs_f64());
-                    if ev.done.is_some() || ev.error.is_some() {
-                        break;
-                    }
-                }
-                Ok(Message::Close(frame)) => {
-                    if let Some(f) = &frame {
-                        ev.close_code = Some(u16::from(f.code));
-                    }
-                    ev.error
-                        .get_or_insert(format!("closed before `done`: {frame:?}"));
-                    break;
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    ev.error.get_or_insert(format!("WebSocket: {e}"));
-                    break;
-                }
-            }
-        }
-        ev
-    };
+    let receive = StreamEvents::read(&mut rx, start);
     let (sent, ev) = tokio::join!(send, receive);
     let sent = match sent {
         Ok((ended, mut tx)) => {
@@ -442,6 +416,39 @@ pub struct StreamEvents {
 }
 
 impl StreamEvents {
+    /// Reads the server's events from `rx` (times in seconds since `start`) up to `done`, an
+    /// error event, a close frame or a broken socket.
+    pub async fn read<S>(rx: &mut S, start: Instant) -> Self
+    where
+        S: futures_util::Stream<Item = tungstenite::Result<Message>> + Unpin,
+    {
+        let mut ev = Self::default();
+        while let Some(msg) = rx.next().await {
+            match msg {
+                Ok(Message::Text(t)) => {
+                    ev.absorb(&t, start.elapsed().as_secs_f64());
+                    if ev.done.is_some() || ev.error.is_some() {
+                        break;
+                    }
+                }
+                Ok(Message::Close(frame)) => {
+                    if let Some(f) = &frame {
+                        ev.close_code = Some(u16::from(f.code));
+                    }
+                    ev.error
+                        .get_or_insert(format!("closed before `done`: {frame:?}"));
+                    break;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    ev.error.get_or_insert(format!("WebSocket: {e}"));
+                    break;
+                }
+            }
+        }
+        ev
+    }
+
     /// The rejection this stream met, if any: no room for a session (close 1013 "try again
     /// later", or an `overloaded` error) is a 503; `limit_exceeded` is a 413.
     fn rejection(&self) -> Option<Outcome> {

@@ -26,9 +26,8 @@ use tokio_tungstenite::tungstenite::Message;
 
 use super::client::{self, ClientConfig, Prepared, Socket, StreamEvents};
 use super::{Endpoint, ServiceArgs};
-use crate::bench::stats::percentile;
 use crate::bench::workload::{read_items, WorkloadInfo};
-use report::{to_csv, to_markdown, Sample, Summary, Tally};
+use report::{to_csv, to_markdown, Counts, Sample, Summary, Tally};
 
 /// Why the soak flags cannot run, if they cannot.
 pub fn check_args(args: &ServiceArgs) -> Option<String> {
@@ -355,30 +354,7 @@ async fn utterance(
             .await?;
         Ok::<_, tokio_tungstenite::tungstenite::Error>(start.elapsed().as_secs_f64())
     };
-    let receive = async {
-        let mut ev = StreamEvents::default();
-        while let Some(msg) = rx.next().await {
-            match msg {
-                Ok(Message::Text(t)) => {
-                    ev.absorb(&t, start.elapsed().as_secs_f64());
-                    if ev.done.is_some() || ev.error.is_some() {
-                        break;
-                    }
-                }
-                Ok(Message::Close(frame)) => {
-                    ev.error
-                        .get_or_insert(format!("closed before `done`: {frame:?}"));
-                    break;
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    ev.error.get_or_insert(format!("WebSocket: {e}"));
-                    break;
-                }
-            }
-        }
-        ev
-    };
+    let receive = StreamEvents::read(rx, start);
     let (sent, ev) = tokio::join!(send, receive);
     match (sent, ev.error, ev.done) {
         (Err(e), _, _) => Err(format!("sending: {e}")),
@@ -443,14 +419,7 @@ impl Probe {
             t_s,
             rss_mb,
             cpu_cores,
-            uploads_ok: t.uploads_ok,
-            uploads_failed: t.uploads_failed,
-            upload_p50_s: percentile(&t.upload_latency, 50.0),
-            upload_p95_s: percentile(&t.upload_latency, 95.0),
-            streams_ok: t.streams_ok,
-            streams_failed: t.streams_failed,
-            finalize_p50_s: percentile(&t.finalize, 50.0),
-            finalize_p95_s: percentile(&t.finalize, 95.0),
+            counts: Counts::of(&t),
             audio_s: t.audio_s,
             errors: t.errors,
         }

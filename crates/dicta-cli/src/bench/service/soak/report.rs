@@ -76,17 +76,9 @@ impl Tally {
     }
 }
 
-/// One sample: the server's memory and CPU at time `t_s`, and what happened since the last one.
-#[derive(Debug, Clone, Serialize)]
-pub struct Sample {
-    /// 0 before the load starts, then 1, 2, …
-    pub sample: usize,
-    /// Seconds since the load started.
-    pub t_s: f64,
-    /// Resident set of the server, MiB (`None` when it cannot be read).
-    pub rss_mb: Option<f64>,
-    /// Server CPU time over wall time since the last sample, in cores (needs its pid).
-    pub cpu_cores: Option<f64>,
+/// The counts and latency percentiles of a [`Tally`], as samples and the summary report them.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Counts {
     pub uploads_ok: usize,
     pub uploads_failed: usize,
     pub upload_p50_s: Option<f64>,
@@ -98,6 +90,42 @@ pub struct Sample {
     /// End of audio → `done`, seconds.
     pub finalize_p50_s: Option<f64>,
     pub finalize_p95_s: Option<f64>,
+}
+
+impl Counts {
+    pub fn of(t: &Tally) -> Self {
+        Self {
+            uploads_ok: t.uploads_ok,
+            uploads_failed: t.uploads_failed,
+            upload_p50_s: percentile(&t.upload_latency, 50.0),
+            upload_p95_s: percentile(&t.upload_latency, 95.0),
+            streams_ok: t.streams_ok,
+            streams_failed: t.streams_failed,
+            finalize_p50_s: percentile(&t.finalize, 50.0),
+            finalize_p95_s: percentile(&t.finalize, 95.0),
+        }
+    }
+
+    /// Failed uploads and stream utterances.
+    pub fn errors(&self) -> usize {
+        self.uploads_failed + self.streams_failed
+    }
+}
+
+/// One sample: the server's memory and CPU at time `t_s`, and what happened since the last one.
+#[derive(Debug, Clone, Serialize)]
+pub struct Sample {
+    /// 0 before the load starts, then 1, 2, …
+    pub sample: usize,
+    /// Seconds since the load started.
+    pub t_s: f64,
+    /// Resident set of the server, MiB (`None` when it cannot be read).
+    pub rss_mb: Option<f64>,
+    /// Server CPU time over wall time since the last sample, in cores (needs its pid).
+    pub cpu_cores: Option<f64>,
+    /// What the interval's requests did.
+    #[serde(flatten)]
+    pub counts: Counts,
     /// Audio seconds transcribed in the interval.
     pub audio_s: f64,
     /// The interval's first errors.
@@ -114,13 +142,13 @@ impl Sample {
             clock(self.t_s),
             f(self.rss_mb, 1),
             f(self.cpu_cores, 2),
-            self.uploads_ok,
-            self.uploads_failed,
-            f(self.upload_p50_s, 2),
-            f(self.upload_p95_s, 2),
-            self.streams_ok,
-            self.streams_failed,
-            f(self.finalize_p50_s, 2),
+            self.counts.uploads_ok,
+            self.counts.uploads_failed,
+            f(self.counts.upload_p50_s, 2),
+            f(self.counts.upload_p95_s, 2),
+            self.counts.streams_ok,
+            self.counts.streams_failed,
+            f(self.counts.finalize_p50_s, 2),
         );
         if let Some(e) = self.errors.first() {
             line.push_str(&format!(" | first error: {e}"));
@@ -152,17 +180,12 @@ pub struct Summary {
     /// Least-squares slope over samples 2…last, MiB per hour.
     pub rss_slope_mb_per_h: Option<f64>,
     pub cpu_cores_mean: Option<f64>,
-    pub uploads_ok: usize,
-    pub uploads_failed: usize,
-    pub upload_p50_s: Option<f64>,
-    pub upload_p95_s: Option<f64>,
-    pub streams_ok: usize,
-    pub streams_failed: usize,
-    pub finalize_p50_s: Option<f64>,
-    pub finalize_p95_s: Option<f64>,
+    /// What all requests of the soak did.
+    #[serde(flatten)]
+    pub counts: Counts,
     /// Audio transcribed, hours.
     pub audio_h: f64,
-    /// uploads_failed + streams_failed.
+    /// `counts.errors()`, written out in soak.json.
     pub errors: usize,
     pub first_errors: Vec<String>,
 }
@@ -187,16 +210,9 @@ impl Summary {
             rss_growth_mb: rss(2).zip(last.and_then(|s| s.rss_mb)).map(|(a, b)| b - a),
             rss_slope_mb_per_h: slope(&tail).map(|s| s * 3600.0),
             cpu_cores_mean: (!cpu.is_empty()).then(|| cpu.iter().sum::<f64>() / cpu.len() as f64),
-            uploads_ok: t.uploads_ok,
-            uploads_failed: t.uploads_failed,
-            upload_p50_s: percentile(&t.upload_latency, 50.0),
-            upload_p95_s: percentile(&t.upload_latency, 95.0),
-            streams_ok: t.streams_ok,
-            streams_failed: t.streams_failed,
-            finalize_p50_s: percentile(&t.finalize, 50.0),
-            finalize_p95_s: percentile(&t.finalize, 95.0),
+            counts: Counts::of(t),
             audio_h: t.audio_s / 3600.0,
-            errors: t.uploads_failed + t.streams_failed,
+            errors: Counts::of(t).errors(),
             first_errors: t.errors.clone(),
         }
     }
@@ -217,14 +233,14 @@ impl Summary {
             self.rss_growth_mb.map_or("?".into(), |g| format!("{g:+.1}")),
             self.rss_slope_mb_per_h.map_or("?".into(), |g| format!("{g:+.1}")),
             self.errors,
-            self.uploads_failed,
-            self.uploads_ok + self.uploads_failed,
-            self.streams_failed,
-            self.streams_ok + self.streams_failed,
-            f(self.upload_p50_s, 2),
-            f(self.upload_p95_s, 2),
-            f(self.finalize_p50_s, 2),
-            f(self.finalize_p95_s, 2),
+            self.counts.uploads_failed,
+            self.counts.uploads_ok + self.counts.uploads_failed,
+            self.counts.streams_failed,
+            self.counts.streams_ok + self.counts.streams_failed,
+            f(self.counts.upload_p50_s, 2),
+            f(self.counts.upload_p95_s, 2),
+            f(self.counts.finalize_p50_s, 2),
+            f(self.counts.finalize_p95_s, 2),
             f(self.cpu_cores_mean, 2),
             self.audio_h,
         )
@@ -275,14 +291,14 @@ pub fn to_csv(samples: &[Sample]) -> String {
             format!("{:.2}", s.t_s / 60.0),
             r(s.rss_mb, 1),
             r(s.cpu_cores, 3),
-            s.uploads_ok.to_string(),
-            s.uploads_failed.to_string(),
-            r(s.upload_p50_s, 3),
-            r(s.upload_p95_s, 3),
-            s.streams_ok.to_string(),
-            s.streams_failed.to_string(),
-            r(s.finalize_p50_s, 3),
-            r(s.finalize_p95_s, 3),
+            s.counts.uploads_ok.to_string(),
+            s.counts.uploads_failed.to_string(),
+            r(s.counts.upload_p50_s, 3),
+            r(s.counts.upload_p95_s, 3),
+            s.counts.streams_ok.to_string(),
+            s.counts.streams_failed.to_string(),
+            r(s.counts.finalize_p50_s, 3),
+            r(s.counts.finalize_p95_s, 3),
             format!("{:.1}", s.audio_s),
             csv_cell(&s.errors.first().map_or(Value::Null, |e| json!(e))),
         ];
@@ -305,14 +321,14 @@ pub fn to_markdown(samples: &[Sample], summary: &Summary) -> String {
             clock(s.t_s),
             f(s.rss_mb, 1),
             f(s.cpu_cores, 2),
-            s.uploads_ok,
-            s.uploads_failed,
-            f(s.upload_p50_s, 2),
-            f(s.upload_p95_s, 2),
-            s.streams_ok,
-            s.streams_failed,
-            f(s.finalize_p50_s, 2),
-            f(s.finalize_p95_s, 2),
+            s.counts.uploads_ok,
+            s.counts.uploads_failed,
+            f(s.counts.upload_p50_s, 2),
+            f(s.counts.upload_p95_s, 2),
+            s.counts.streams_ok,
+            s.counts.streams_failed,
+            f(s.counts.finalize_p50_s, 2),
+            f(s.counts.finalize_p95_s, 2),
         ));
     }
     md.push_str(&format!("\n**Summary** — {}.\n", summary.line()));
@@ -335,14 +351,16 @@ mod tests {
             t_s,
             rss_mb: Some(rss),
             cpu_cores: (k > 0).then_some(1.4),
-            uploads_ok: k,
-            uploads_failed: 0,
-            upload_p50_s: None,
-            upload_p95_s: None,
-            streams_ok: 2 * k,
-            streams_failed: usize::from(k == 3),
-            finalize_p50_s: Some(0.5),
-            finalize_p95_s: Some(0.9),
+            counts: Counts {
+                uploads_ok: k,
+                uploads_failed: 0,
+                upload_p50_s: None,
+                upload_p95_s: None,
+                streams_ok: 2 * k,
+                streams_failed: usize::from(k == 3),
+                finalize_p50_s: Some(0.5),
+                finalize_p95_s: Some(0.9),
+            },
             audio_s: 10.0,
             errors: if k == 3 {
                 vec!["stream x: \"closed\", early".into()]
