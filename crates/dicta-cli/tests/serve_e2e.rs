@@ -202,21 +202,26 @@ fn streams_are_admitted_by_capacity_and_shed_cleanly_when_behind() {
     if !python_has("websockets") {
         return;
     }
-    let server = Server::start(
-        &model,
-        &["--stream-admit-lag-s", "2", "--stream-max-lag-s", "8"],
-    );
+    // gRPC streams are admitted by the same rule; checked with the Riva client when it is here.
+    let riva = python_has("riva.client");
+    let mut flags = vec!["--stream-admit-lag-s", "2", "--stream-max-lag-s", "8"];
+    if riva {
+        flags.extend(["--grpc-port", "0"]);
+    }
+    let server = Server::start(&model, &flags);
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/serve_stream_capacity_check.py"
     );
     let url = format!("{}/v1/stream", server.base.replace("http://", "ws://"));
     let wav = format!("{DATA}/pyannote_audio/sample.wav");
-    let status = Command::new("python3")
-        .arg(script)
-        .args(["--url", &url, "--wav", &wav, "--every", "2", "--hold", "15"])
-        .status()
-        .unwrap();
+    let mut cmd = Command::new("python3");
+    cmd.arg(script)
+        .args(["--url", &url, "--wav", &wav, "--every", "2", "--hold", "15"]);
+    if let Some(grpc) = &server.grpc {
+        cmd.args(["--grpc", grpc]);
+    }
+    let status = cmd.status().unwrap();
     assert!(status.success(), "stream capacity check failed");
     assert!(server.metric("dicta_streams_refused_behind_total").unwrap() >= 1.0);
     assert_eq!(server.terminate(), 0);

@@ -14,7 +14,9 @@ go on for `--hold` seconds and end their utterance. Checks:
 - no stream is dropped for missed pings or closed with 1011: every stream ends either with its
   finals and `done` after its `end`, or, when shed for being too far behind, with an
   `overloaded` error, `done` and close 1013;
-- the streams that ran to the end got non-empty finals.
+- the streams that ran to the end got non-empty finals;
+- with `--grpc host:port`: right after the refusal, a Riva `StreamingRecognize` call (PyPI
+  `nvidia-riva-client`) is refused too, with `RESOURCE_EXHAUSTED` saying the streams are behind.
 
 Run by crates/dicta-cli/tests/serve_e2e.rs with a small `--stream-admit-lag-s`; usable by hand:
     python3 serve_stream_capacity_check.py --url ws://127.0.0.1:8000/v1/stream --wav clip.wav
@@ -82,6 +84,24 @@ async def run_stream(url, pcm, stop, outcome):
     outcome.close_code = ws.close_code
 
 
+def grpc_refusal(uri, pcm):
+    """Code and details of a Riva streaming call made now (None, None when it is accepted)."""
+    import grpc
+    import riva.client
+
+    asr = riva.client.ASRService(riva.client.Auth(uri=uri))
+    config = riva.client.StreamingRecognitionConfig(
+        config=riva.client.RecognitionConfig(
+            encoding=riva.client.AudioEncoding.LINEAR_PCM, sample_rate_hertz=16000, language_code="en-US"),
+        interim_results=False)
+    try:
+        for _ in asr.streaming_response_generator(audio_chunks=[pcm[:3200]], streaming_config=config):
+            pass
+    except grpc.RpcError as e:
+        return e.code(), e.details()
+    return None, None
+
+
 async def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--url", required=True)
@@ -89,16 +109,19 @@ async def main():
     ap.add_argument("--every", type=float, default=2.0)
     ap.add_argument("--max-open", type=int, default=16)
     ap.add_argument("--hold", type=float, default=15.0)
+    ap.add_argument("--grpc", help="host:port of the server's gRPC listener: check its admission too")
     args = ap.parse_args()
     pcm = load_pcm(args.wav)
     stop = asyncio.Event()
-    outcomes, tasks, refused = [], [], None
+    outcomes, tasks, refused, grpc_seen = [], [], None, None
     while len(tasks) < args.max_open:
         try:
             # Probe admission with a bare upgrade: 503 is answered before the socket opens.
             probe = await websockets.connect(args.url, open_timeout=10)
         except websockets.InvalidStatus as e:
             refused = e.response
+            if args.grpc:
+                grpc_seen = await asyncio.get_running_loop().run_in_executor(None, grpc_refusal, args.grpc, pcm)
             break
         await probe.close()
         outcome = Outcome(len(tasks))
@@ -126,6 +149,11 @@ async def main():
             fail("the refusal is not a 503 with Retry-After")
         if body["error"]["type"] != "overloaded" or "behind" not in body["error"]["message"]:
             fail(f"the refusal does not say the streams are behind: {body}")
+    if args.grpc and refused is not None:
+        print("gRPC while behind:", grpc_seen)
+        code, details = grpc_seen
+        if code is None or code.name != "RESOURCE_EXHAUSTED" or "behind" not in (details or ""):
+            fail(f"a gRPC stream was not refused while the streams were behind: {grpc_seen}")
     lags = [e for o in outcomes for e in o.events if e["type"] == "lag"]
     print(f"lag events: {len(lags)}; first: {lags[:1]}")
     if not lags or not all(e["seconds"] > 0 and "max_lag_seconds" in e for e in lags):

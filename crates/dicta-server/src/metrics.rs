@@ -259,13 +259,120 @@ impl Metrics {
             .observe(seconds);
     }
 
-    /// Encodes everything in the OpenMetrics text format.
+    /// Encodes everything in the OpenMetrics text format, with the standard `process_*`
+    /// metrics (resident and virtual memory, CPU seconds, open and max file descriptors) where
+    /// the OS tells them (Linux `/proc/self`).
     pub fn encode(&self) -> String {
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        let process = process_metrics();
+        if !process.is_empty() {
+            // Before the OpenMetrics terminator, which must stay last.
+            let end = out.rfind("# EOF").unwrap_or(out.len());
+            out.insert_str(end, &process);
+        }
         out
     }
+}
+
+/// The Prometheus client libraries' standard process metrics, by their usual names (no `dicta_`
+/// prefix, so dashboards and `dicta bench service --soak-minutes` find them): from
+/// `/proc/self/{stat,limits,fd}` on Linux; empty elsewhere or when `/proc` cannot be read.
+fn process_metrics() -> String {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return String::new();
+    };
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+        return String::new();
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // `man 5 proc`: utime 14, stime 15, vsize 23, rss 24 (1-based, counting pid and comm);
+    // `fields[0]` is field 3.
+    let field = |n: usize| fields.get(n - 3).and_then(|v| v.parse::<f64>().ok());
+    // Linux reports times in clock ticks of USER_HZ (100 on every architecture Rust supports
+    // there) and RSS in pages of the process' page size.
+    const TICKS_PER_SECOND: f64 = 100.0;
+    let page = page_size();
+    let mut out = String::new();
+    let mut metric = |name: &str, kind: &str, help: &str, value: Option<f64>| {
+        if let Some(v) = value {
+            let sample = if kind == "counter" {
+                format!("{name}_total")
+            } else {
+                name.to_string()
+            };
+            out.push_str(&format!(
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{sample} {v}\n"
+            ));
+        }
+    };
+    metric(
+        "process_resident_memory_bytes",
+        "gauge",
+        "Resident memory size in bytes.",
+        field(24).map(|p| p * page),
+    );
+    metric(
+        "process_virtual_memory_bytes",
+        "gauge",
+        "Virtual memory size in bytes.",
+        field(23),
+    );
+    metric(
+        "process_cpu_seconds",
+        "counter",
+        "Total user and system CPU time spent in seconds.",
+        field(14)
+            .zip(field(15))
+            .map(|(u, s)| (u + s) / TICKS_PER_SECOND),
+    );
+    metric(
+        "process_open_fds",
+        "gauge",
+        "Number of open file descriptors.",
+        std::fs::read_dir("/proc/self/fd")
+            .ok()
+            .map(|d| d.count() as f64),
+    );
+    metric(
+        "process_max_fds",
+        "gauge",
+        "Maximum number of open file descriptors.",
+        max_fds(),
+    );
+    out
+}
+
+/// The soft limit on open files (`Max open files` in `/proc/self/limits`).
+fn max_fds() -> Option<f64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    line["Max open files".len()..]
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Bytes per memory page: the ELF auxiliary vector's `AT_PAGESZ` (`/proc/self/auxv`), else 4096.
+fn page_size() -> f64 {
+    const AT_PAGESZ: u64 = 6;
+    let word = std::mem::size_of::<usize>();
+    std::fs::read("/proc/self/auxv")
+        .ok()
+        .and_then(|auxv| {
+            auxv.chunks_exact(2 * word).find_map(|pair| {
+                let num = |b: &[u8]| {
+                    let mut buf = [0u8; 8];
+                    buf[..word].copy_from_slice(b);
+                    u64::from_ne_bytes(buf)
+                };
+                (num(&pair[..word]) == AT_PAGESZ).then(|| num(&pair[word..]) as f64)
+            })
+        })
+        .unwrap_or(4096.0)
 }
 
 #[cfg(test)]
@@ -282,6 +389,44 @@ mod tests {
         assert!(text.contains(r#"dicta_http_requests_total{route="/transcribe",status="413"} 1"#));
         assert!(text.contains("dicta_batch_requests_count 1"));
         assert!(text.contains("dicta_queue_depth 2"));
+        assert!(text.ends_with("# EOF\n"));
+    }
+
+    /// The process metrics agree with what `/proc/self/status` says of this test process.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn process_metrics_report_this_process() {
+        let text = Metrics::new().encode();
+        let value = |name: &str| -> f64 {
+            let line = text
+                .lines()
+                .find(|l| l.starts_with(&format!("{name} ")))
+                .unwrap_or_else(|| panic!("{name} missing in\n{text}"));
+            line[name.len() + 1..].parse().unwrap()
+        };
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let kib = |field: &str| -> f64 {
+            let l = status.lines().find(|l| l.starts_with(field)).unwrap();
+            l[field.len()..]
+                .trim()
+                .trim_end_matches(" kB")
+                .trim()
+                .parse()
+                .unwrap()
+        };
+        let rss = value("process_resident_memory_bytes");
+        // RSS moves a little between the two reads; the units must agree.
+        let status_rss = kib("VmRSS:") * 1024.0;
+        assert!(
+            (rss - status_rss).abs() < 0.1 * status_rss,
+            "{rss} vs {status_rss}"
+        );
+        let vm = value("process_virtual_memory_bytes");
+        assert!((vm - kib("VmSize:") * 1024.0).abs() < 0.1 * vm, "{vm}");
+        assert!(value("process_cpu_seconds_total") >= 0.0);
+        assert!(value("process_open_fds") >= 3.0);
+        assert!(value("process_max_fds") >= value("process_open_fds"));
+        assert!(text.contains("# TYPE process_cpu_seconds counter\n"));
         assert!(text.ends_with("# EOF\n"));
     }
 }

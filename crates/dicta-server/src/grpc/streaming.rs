@@ -6,7 +6,8 @@
 //! and the last finals are sent before the call ends with OK. Going over `max_stream_seconds`,
 //! a second `streaming_config`, or no message for `stream_idle_timeout_s` end the call with an
 //! error status after the finals of the audio accepted so far; a server shutdown ends it like a
-//! half-close.
+//! half-close. While open WebSocket streams are more than `stream_admit_lag_s` behind real
+//! time, a new call is refused with `RESOURCE_EXHAUSTED` (the WebSocket route answers 503).
 
 use std::pin::Pin;
 use std::time::Duration;
@@ -64,6 +65,19 @@ pub(crate) async fn start(
     }
     let (coding, rate, channels) = convert::raw_spec(&rc).map_err(status)?;
     let resampler = StreamResampler::new(rate).map_err(status)?;
+    // The WebSocket route's capacity rule: while open streams are behind real time, one more
+    // would only put every stream further behind.
+    let behind = state.stream_load.worst_lag();
+    if behind > state.cfg.stream_admit_lag_s {
+        state.metrics.streams_refused_behind.inc();
+        return Err(status(Error::new(
+            ErrorKind::Overloaded,
+            format!(
+                "open streams are {behind:.1} s behind real time (stream_admit_lag_s is {}); retry later",
+                state.cfg.stream_admit_lag_s
+            ),
+        )));
+    }
     let permit = state.streams.clone().try_acquire_owned().map_err(|_| {
         status(Error::new(
             ErrorKind::Overloaded,

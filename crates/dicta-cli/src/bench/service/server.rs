@@ -31,13 +31,15 @@ impl Spawned {
             .append(true)
             .open(log)
             .with_context(|| format!("cannot open {}", log.display()))?;
-        let mut child = Command::new(exe)
-            .arg("serve")
+        let mut cmd = Command::new(exe);
+        cmd.arg("serve")
             .args(["--host", "127.0.0.1", "--port", "0"])
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::from(err))
+            .stderr(Stdio::from(err));
+        stop_with_parent(&mut cmd);
+        let mut child = cmd
             .spawn()
             .with_context(|| format!("cannot start {} serve", exe.display()))?;
         let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
@@ -147,3 +149,24 @@ fn log_tail(path: &Path) -> String {
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(8)..].join(" | ")
 }
+
+/// Linux: the server gets SIGTERM when the thread that spawned it (the benchmark's main
+/// thread) ends, so a benchmark killed midway does not leave its server running and holding
+/// cores for the next one.
+#[cfg(target_os = "linux")]
+fn stop_with_parent(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: prctl(2) with PR_SET_PDEATHSIG only sets a flag of the new process; it is
+    // async-signal-safe, as the code between fork and exec must be.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn stop_with_parent(_cmd: &mut Command) {}
