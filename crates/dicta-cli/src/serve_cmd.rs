@@ -8,7 +8,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use clap::Args;
 use dicta_core::{Error, Stats, Transcript};
-use dicta_engine::stream::{Event, EventKind, Session, SessionOptions};
+use dicta_engine::stream::{Event, EventKind, Session, SessionOptions, StreamConfig};
 use dicta_engine::whisper::{DecodeOptions, Task};
 use dicta_engine::{AudioSource, Engine, EngineConfig, Input};
 use dicta_server::{
@@ -89,6 +89,11 @@ pub struct ServeArgs {
     /// `overloaded` error and close 1013, so that the others catch up.
     #[arg(long, default_value_t = 30.0)]
     pub stream_max_lag_s: f64,
+    /// New audio per stream decode (seconds): Whisper re-decodes a stream's buffer (one 30 s
+    /// window) this often, so longer steps serve more streams (default: 1 for Whisper, 0.5 for
+    /// Moonshine, 0.64 for CTC).
+    #[arg(long)]
+    pub stream_step_seconds: Option<f32>,
     /// Longest wait for a request's headers, from the connection's start or the end of its
     /// previous response (seconds); slower or idle connections are closed.
     #[arg(long, default_value_t = 15.0)]
@@ -358,6 +363,10 @@ pub fn run(args: &ServeArgs, g: &Globals) -> Result<u8> {
             assistant_model: assistant.clone(),
             assistant_compute_type: args.compute_type,
             assistant_tokens: args.assistant_tokens,
+            stream: StreamConfig {
+                step_seconds: args.stream_step_seconds,
+                ..StreamConfig::default()
+            },
             ..EngineConfig::default()
         };
         let engine = Engine::load(&model_dir, config)

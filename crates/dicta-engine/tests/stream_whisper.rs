@@ -232,7 +232,7 @@ fn end_without_new_audio_decodes_nothing() {
 #[test]
 #[ignore]
 fn measure_latency_and_capacity() {
-    use dicta_engine::stream::{StreamModel, WhisperChunkModel};
+    use dicta_engine::stream::{BufferDecode, StreamModel, WhisperChunkModel};
     use std::time::Instant;
     let Some(model) = load_model() else { return };
     let e = engine(&model, 8, 5, 1.0);
@@ -251,7 +251,10 @@ fn measure_latency_and_capacity() {
         }
     }
     let m = WhisperChunkModel::new(Arc::clone(&model), DecodeOptions::greedy()).unwrap();
-    let buf = audio[..8 * 16_000].to_vec();
+    let buf = BufferDecode {
+        audio: audio[..8 * 16_000].to_vec(),
+        draft: Vec::new(),
+    };
     for n in [1usize, 4, 8] {
         let reqs = vec![buf.clone(); n];
         let t = Instant::now();

@@ -162,3 +162,91 @@ fn beam_search_and_mismatched_assistants() {
         .with_assistant(&main, 0)
         .is_err());
 }
+
+/// Greedy at temperature 0 only, as streaming sessions decode.
+fn stream_opts() -> DecodeOptions {
+    DecodeOptions::greedy()
+}
+
+/// Drafts from reference tokens (a streaming buffer's previous hypothesis) are lossless too:
+/// right, partly right (the hypothesis of the clip's first 60 %, as a stream has it one step
+/// earlier) and wrong drafts (another clip's tokens) all give plain greedy's transcripts, alone
+/// and batched; right drafts are almost all accepted.
+#[test]
+fn lookup_drafts_equal_greedy() {
+    let Some(dir) = model_dir() else { return };
+    for ct in [ComputeType::Float32, ComputeType::Int8] {
+        let main = load(&dir, ct);
+        let names = clips(4);
+        let audio: Vec<Vec<f32>> = names.iter().map(|c| load_wav(c)).collect();
+        let views: Vec<&[f32]> = audio.iter().map(|a| a.as_slice()).collect();
+        let plain = WhisperTranscriber::new(&main).unwrap();
+        let tokens_of = |out: dicta_engine::whisper::TranscribeOutput| -> Vec<Vec<u32>> {
+            out.transcripts
+                .into_iter()
+                .map(|t| {
+                    let t = t.expect("transcript");
+                    t.segments.into_iter().flat_map(|s| s.tokens).collect()
+                })
+                .collect()
+        };
+        let want = plain
+            .transcribe(&views, &stream_opts(), LongFormMode::Sequential, 4)
+            .unwrap();
+        let want_text: Vec<String> = want
+            .transcripts
+            .iter()
+            .map(|t| format!("{:?}", t.as_ref().unwrap()))
+            .collect();
+        let right = tokens_of(want);
+        let heads: Vec<&[f32]> = audio.iter().map(|a| &a[..a.len() * 6 / 10]).collect();
+        let partial = tokens_of(
+            plain
+                .transcribe(&heads, &stream_opts(), LongFormMode::Sequential, 4)
+                .unwrap(),
+        );
+        let mut wrong = right.clone();
+        wrong.rotate_left(1);
+        for (what, drafts) in [("right", &right), ("partial", &partial), ("wrong", &wrong)] {
+            let drafted = WhisperTranscriber::new(&main).unwrap();
+            let refs: Vec<&[u32]> = drafts.iter().map(Vec::as_slice).collect();
+            for batch in [1, 4] {
+                let got = drafted
+                    .transcribe_with_drafts(&views, &refs, &stream_opts(), batch)
+                    .unwrap();
+                for (i, t) in got.transcripts.iter().enumerate() {
+                    assert_eq!(
+                        format!("{:?}", t.as_ref().unwrap()),
+                        want_text[i],
+                        "{ct:?}, {what} drafts, batch {batch}: {} differs",
+                        names[i]
+                    );
+                }
+            }
+            let (d, a) = drafted.draft_counts();
+            eprintln!("{ct:?}, {what} drafts: {a}/{d} accepted");
+            assert!(d > 0, "{what}: nothing was drafted");
+            if what == "right" {
+                // Lower than one window's rate: each later window of the 53 s recording starts
+                // by drafting the first window's opening (the same `<|0.00|>`), and drafts run
+                // on past a window's end into the next window's tokens.
+                assert!(a * 2 >= d, "{what}: {a}/{d}");
+            }
+        }
+        let err = plain.transcribe_with_drafts(&views, &[], &stream_opts(), 1);
+        assert!(err.is_err());
+        // One window with its own greedy tokens as the draft: every draft accepted but the EOT
+        // that ends the search (counted as drafted, not as accepted), and all tokens but the
+        // first (from the prompt's logits) and the model's own token of the first round come
+        // from drafts.
+        let one = WhisperTranscriber::new(&main).unwrap();
+        one.transcribe_with_drafts(&views[..1], &[&right[0]], &stream_opts(), 1)
+            .unwrap();
+        let (d, a) = one.draft_counts();
+        assert!(
+            a + 1 == d && a + 2 >= right[0].len(),
+            "{a}/{d} of {}",
+            right[0].len()
+        );
+    }
+}

@@ -70,6 +70,17 @@ pub struct StreamArgs {
     /// Whisper: cut the buffer after confirmed text once it is longer than this (seconds).
     #[arg(long, default_value_t = 15.0)]
     pub trim_seconds: f32,
+    /// Whisper/Moonshine: a step is at least the buffer / this (0: fixed steps; default: the
+    /// model family's, 0 for Whisper and 4 for Moonshine).
+    #[arg(long)]
+    pub step_divisor: Option<usize>,
+    /// Moonshine: cut the buffer at a pause once it is longer than this (seconds).
+    #[arg(long, default_value_t = 5.0)]
+    pub moonshine_trim_seconds: f32,
+    /// Weight precision: `default` (the model's own), `float32`, `int8` (as `dicta
+    /// transcribe --compute-type`).
+    #[arg(long, default_value = "default", value_parser = crate::transcribe_cmd::parse_compute_type)]
+    pub compute_type: dicta_models::whisper::ComputeType,
     /// Offline baselines to run, one per beam size (empty: none).
     #[arg(long, value_delimiter = ',', default_value = "5,1")]
     pub offline_beam_sizes: Vec<usize>,
@@ -216,8 +227,11 @@ pub fn run(args: &StreamArgs, g: &Globals) -> Result<u8> {
             },
             step_seconds: Some(args.step_seconds),
             whisper_trim_seconds: args.trim_seconds,
+            moonshine_trim_seconds: args.moonshine_trim_seconds,
+            step_divisor: args.step_divisor,
             ..StreamConfig::default()
         },
+        compute_type: args.compute_type,
         ..EngineConfig::default()
     };
     let engine = Engine::load(&model_dir, config)

@@ -7,6 +7,7 @@ pub mod pieces;
 
 use dicta_core::{Error, Result, Segment, Transcript};
 use dicta_models::moonshine::{Moonshine, MoonshineModel, MoonshineState};
+use rayon::prelude::*;
 
 use crate::whisper::beam::beam_search;
 use crate::whisper::greedy::{greedy_search, Sampler, SearchParams, StepModel};
@@ -96,8 +97,10 @@ fn decode_batch(
     pieces: &[&[f32]],
     opts: &DecodeOptions,
 ) -> Result<Vec<Vec<u32>>> {
+    // Pieces encode side by side: a short piece's layers are too small to keep every thread
+    // busy on their own (each piece is still encoded alone, so its states do not change).
     let encoded = pieces
-        .iter()
+        .par_iter()
         .map(|p| m.model.encode(p))
         .collect::<Result<Vec<_>>>()?;
     let cfg = m.model.config();

@@ -24,7 +24,7 @@ pub use chunker::{Chunk, ChunkGeometry, Chunker};
 pub use ctc::{ChunkLogProbs, CtcChunkModel, CtcStreamDecoder};
 pub use moonshine::MoonshineChunkModel;
 pub use session::{Session, SessionOptions, StreamConfig, StreamEngine};
-pub use whisper::{WhisperChunkModel, WhisperGeometry};
+pub use whisper::{BufferDecode, WhisperChunkModel, WhisperGeometry};
 pub use worker::{StreamModel, WorkerConfig, WorkerStats};
 
 /// Sample rate of every stream (16 kHz mono).

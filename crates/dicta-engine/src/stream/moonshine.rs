@@ -8,6 +8,7 @@ use std::sync::Arc;
 use dicta_core::{Result, Transcript};
 use dicta_models::moonshine::MoonshineModel;
 
+use super::whisper::BufferDecode;
 use super::worker::StreamModel;
 use crate::whisper::DecodeOptions;
 
@@ -27,11 +28,14 @@ impl MoonshineChunkModel {
 }
 
 impl StreamModel for MoonshineChunkModel {
-    type Request = Vec<f32>;
+    type Request = BufferDecode;
     type Output = Transcript;
 
-    fn forward_chunks(&self, requests: &[Vec<f32>]) -> Vec<Result<Transcript>> {
-        let audios: Vec<&[f32]> = requests.iter().map(Vec::as_slice).collect();
+    /// `requests`: audio buffers → one transcript each. Their drafts are not used: a
+    /// Moonshine decoder step is cheap next to its encoder, and verifying drafts position by
+    /// position measured slower than the steps it saved (session 12, docs/benchmarks.md).
+    fn forward_chunks(&self, requests: &[BufferDecode]) -> Vec<Result<Transcript>> {
+        let audios: Vec<&[f32]> = requests.iter().map(|r| r.audio.as_slice()).collect();
         crate::moonshine::transcribe(&self.model, &audios, &self.opts, requests.len().max(1))
             .transcripts
     }

@@ -36,6 +36,11 @@ pub struct StreamConfig {
     /// Moonshine: cut the buffer at a pause before the confirmed text once it is longer than
     /// this (each step re-encodes the buffer, so this bounds a step's cost).
     pub moonshine_trim_seconds: f32,
+    /// Whisper and Moonshine: a step is at least the buffer's length / this (whole steps), so a
+    /// long buffer is re-decoded less often ([`WhisperGeometry::step_divisor`]); 0: every step
+    /// is `step_seconds`. `None`: 0 for Whisper (each decode costs one 30 s window, whatever
+    /// the buffer), 4 for Moonshine (whose cost follows the buffer).
+    pub step_divisor: Option<usize>,
     /// Threads of the worker's model calls (their own rayon pool); `None`: rayon's global pool.
     pub threads: Option<usize>,
 }
@@ -49,6 +54,7 @@ impl Default for StreamConfig {
             left_context_seconds: 1.28,
             whisper_trim_seconds: 15.0,
             moonshine_trim_seconds: 5.0,
+            step_divisor: None,
             threads: None,
         }
     }
@@ -150,11 +156,14 @@ impl StreamEngine {
     /// A Whisper stream engine; `opts` apply to every decode (greedy recommended:
     /// [`DecodeOptions::greedy`]).
     pub fn whisper(model: Arc<Whisper>, opts: DecodeOptions, config: StreamConfig) -> Result<Self> {
-        let geometry = WhisperGeometry::for_whisper(
+        let mut geometry = WhisperGeometry::for_whisper(
             &model,
             config.step_seconds.unwrap_or(1.0),
             config.whisper_trim_seconds,
         )?;
+        if let Some(d) = config.step_divisor {
+            geometry.step_divisor = d;
+        }
         let chunk_model = with_threads(
             Arc::new(WhisperChunkModel::new(model, opts)?),
             config.threads,
@@ -174,10 +183,13 @@ impl StreamEngine {
         opts: DecodeOptions,
         config: StreamConfig,
     ) -> Result<Self> {
-        let geometry = WhisperGeometry::for_moonshine(
+        let mut geometry = WhisperGeometry::for_moonshine(
             config.step_seconds.unwrap_or(0.5),
             config.moonshine_trim_seconds,
         )?;
+        if let Some(d) = config.step_divisor {
+            geometry.step_divisor = d;
+        }
         let chunk_model = with_threads(
             Arc::new(MoonshineChunkModel::new(model, opts)?),
             config.threads,

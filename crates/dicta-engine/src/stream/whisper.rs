@@ -18,7 +18,7 @@ use dicta_models::whisper::Whisper;
 use super::agreement::LocalAgreement;
 use super::worker::{StreamModel, Worker};
 use super::{Event, EventKind, SAMPLE_RATE};
-use crate::whisper::{DecodeOptions, LongFormMode, WhisperTranscriber};
+use crate::whisper::{DecodeOptions, WhisperTranscriber};
 
 /// Whisper as a [`StreamModel`]: one call decodes the buffers of many sessions as one batch.
 pub struct WhisperChunkModel {
@@ -34,24 +34,31 @@ impl WhisperChunkModel {
     }
 }
 
+/// One re-decode of a session's buffer.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BufferDecode {
+    /// The buffer: 16 kHz audio, at most one model window.
+    pub audio: Vec<f32>,
+    /// Token ids of the buffer's previous hypothesis ([`dicta_core::Segment::tokens`] joined;
+    /// empty: none). Whisper drafts from them and verifies the drafts, so they change no
+    /// result, only the time it takes: the new hypothesis mostly repeats the last one.
+    pub draft: Vec<u32>,
+}
+
 impl StreamModel for WhisperChunkModel {
-    type Request = Vec<f32>;
+    type Request = BufferDecode;
     type Output = Transcript;
 
     /// `requests`: audio buffers (16 kHz, at most one 30 s window each) → one transcript each.
-    fn forward_chunks(&self, requests: &[Vec<f32>]) -> Vec<Result<Transcript>> {
+    fn forward_chunks(&self, requests: &[BufferDecode]) -> Vec<Result<Transcript>> {
         let all_err = |e: Error| requests.iter().map(|_| Err(e.clone())).collect();
         let transcriber = match WhisperTranscriber::new(&self.model) {
             Ok(t) => t,
             Err(e) => return all_err(e),
         };
-        let audios: Vec<&[f32]> = requests.iter().map(Vec::as_slice).collect();
-        match transcriber.transcribe(
-            &audios,
-            &self.opts,
-            LongFormMode::Sequential,
-            requests.len(),
-        ) {
+        let audios: Vec<&[f32]> = requests.iter().map(|r| r.audio.as_slice()).collect();
+        let drafts: Vec<&[u32]> = requests.iter().map(|r| r.draft.as_slice()).collect();
+        match transcriber.transcribe_with_drafts(&audios, &drafts, &self.opts, requests.len()) {
             Ok(out) => out.transcripts,
             Err(e) => all_err(e),
         }
@@ -165,7 +172,7 @@ const PAUSE_MARGIN: f64 = 0.3;
 
 /// What all sessions of one Whisper stream engine share.
 pub(crate) struct WhisperBackend {
-    pub worker: Worker<Vec<f32>, Transcript>,
+    pub worker: Worker<BufferDecode, Transcript>,
     pub geometry: WhisperGeometry,
 }
 
@@ -180,6 +187,8 @@ pub(crate) struct WhisperSession {
     agreement: LocalAgreement,
     /// Absolute end times of the latest hypothesis' segments.
     segment_ends: Vec<f64>,
+    /// Token ids of the latest hypothesis (the next decode's draft).
+    last_tokens: Vec<u32>,
     last_partial: String,
 }
 
@@ -192,6 +201,7 @@ impl WhisperSession {
             incoming: Vec::new(),
             agreement: LocalAgreement::new(),
             segment_ends: Vec::new(),
+            last_tokens: Vec::new(),
             last_partial: String::new(),
         }
     }
@@ -202,6 +212,7 @@ impl WhisperSession {
         self.incoming.clear();
         self.agreement = LocalAgreement::new();
         self.segment_ends.clear();
+        self.last_tokens.clear();
         self.last_partial.clear();
     }
 
@@ -279,16 +290,23 @@ impl WhisperSession {
             return Ok(());
         }
         let offset = self.buffer_start as f64 / SAMPLE_RATE as f64;
-        let transcript = match self
-            .backend
-            .worker
-            .call(id, Arc::clone(alive), self.buffer.clone())
-        {
+        let request = BufferDecode {
+            audio: self.buffer.clone(),
+            draft: std::mem::take(&mut self.last_tokens),
+        };
+        let transcript = match self.backend.worker.call(id, Arc::clone(alive), request) {
             Ok(t) => Some(t),
             // Too little audio for one mel frame: nothing to hear yet.
             Err(e) if e.kind == ErrorKind::EmptyInput => None,
             Err(e) => return Err(e),
         };
+        if let Some(t) = &transcript {
+            self.last_tokens = t
+                .segments
+                .iter()
+                .flat_map(|s| s.tokens.iter().copied())
+                .collect();
+        }
         let limit = offset + self.buffer.len() as f64 / SAMPLE_RATE as f64;
         let (words, ends) = transcript
             .map(|t| words_of(&t, offset, limit))

@@ -11,6 +11,7 @@ pub mod greedy;
 pub mod lanes;
 mod language;
 pub mod logits;
+mod lookup;
 pub mod options;
 pub mod segments;
 pub mod speculative;
@@ -19,6 +20,7 @@ mod window;
 pub mod words;
 
 pub use language::check_language_task;
+pub use lookup::LOOKUP_DRAFT_TOKENS;
 pub use options::{DecodeOptions, LongFormMode, Task};
 pub use speculative::{Assistant, DEFAULT_DRAFT_TOKENS};
 pub use transcriber::{TranscribeOutput, WhisperTranscriber};

@@ -44,6 +44,12 @@ pub struct SpecCounters {
 }
 
 impl SpecCounters {
+    /// Counts one search's drafted and accepted tokens.
+    pub(crate) fn add(&self, drafted: usize, accepted: usize) {
+        self.drafted.fetch_add(drafted, Ordering::Relaxed);
+        self.accepted.fetch_add(accepted, Ordering::Relaxed);
+    }
+
     /// (drafted, accepted) so far.
     pub fn get(&self) -> (usize, usize) {
         (
@@ -284,24 +290,185 @@ impl<M: SeqModel> Lagged<M> {
     }
 }
 
-/// Greedy search with drafts from `assistant`, equal to
-/// [`super::greedy::greedy_search`] with [`super::greedy::Sampler::Argmax`].
+/// Where the drafts of [`speculative_greedy`] come from: an assistant model
+/// ([`ModelDrafter`]) or reference token sequences ([`super::lookup::LookupDrafter`]). Rows are
+/// indexed as the live rows of the search (`keep_rows` follows the search's own).
+pub(crate) trait Drafter {
+    /// Most tokens drafted per row and round.
+    fn max_draft(&self) -> usize;
+    /// Drafts, in the main model's ids, at most `budgets[i]` tokens for live row `i`, whose
+    /// tokens so far are `seqs[i]`.
+    fn draft(&mut self, seqs: &[&[u32]], budgets: &[usize]) -> Result<Vec<Vec<u32>>>;
+    /// Live row `i` accepted the first `accepted` tokens of its last draft, then the main model
+    /// chose `own` (`None`: the row is finished).
+    fn advance(&mut self, i: usize, accepted: usize, own: Option<u32>);
+    /// Keeps/reorders live rows: new row `i` = old row `keep[i]`.
+    fn keep_rows(&mut self, keep: &[u32]) -> Result<()>;
+    /// Counts a finished search's drafted and accepted tokens.
+    fn record(&self, drafted: usize, accepted: usize);
+}
+
+/// Drafts from an assistant Whisper decoding the same windows.
+pub(crate) struct ModelDrafter<'a, A> {
+    assistant: &'a Assistant<'a>,
+    main_model: &'a Whisper,
+    asst: Lagged<A>,
+    rules: &'a LogitRules,
+    /// Per live row: the assistant's prompt, then its ids of the main tokens so far.
+    a_seqs: Vec<Vec<u32>>,
+    a_prompt_lens: Vec<usize>,
+    /// The last drafts, in assistant ids.
+    drafts: Vec<Vec<u32>>,
+    /// Whether the first round has mirrored the tokens chosen before it.
+    started: bool,
+}
+
+impl<'a, A: SeqModel> ModelDrafter<'a, A> {
+    /// `asst` is the assistant's decoder with an empty cache, `asst_prompts` its prompt per
+    /// row, `rules` its logit rules ([`Assistant::rules`]).
+    pub fn new(
+        assistant: &'a Assistant<'a>,
+        main_model: &'a Whisper,
+        asst: A,
+        asst_prompts: Vec<Vec<u32>>,
+        rules: &'a LogitRules,
+    ) -> Self {
+        let rows = asst_prompts.len();
+        Self {
+            assistant,
+            main_model,
+            asst: Lagged {
+                model: asst,
+                fed: vec![Vec::new(); rows],
+                pad: assistant.model.config.special.eot,
+            },
+            rules,
+            a_prompt_lens: asst_prompts.iter().map(Vec::len).collect(),
+            a_seqs: asst_prompts,
+            drafts: vec![Vec::new(); rows],
+            started: false,
+        }
+    }
+}
+
+impl<A: SeqModel> Drafter for ModelDrafter<'_, A> {
+    fn max_draft(&self) -> usize {
+        self.assistant.draft_tokens
+    }
+
+    fn draft(&mut self, seqs: &[&[u32]], budgets: &[usize]) -> Result<Vec<Vec<u32>>> {
+        let av = self.asst.model.vocab_size();
+        let a_eot = self.assistant.model.config.special.eot;
+        let a_tb = self.assistant.model.config.special.timestamp_begin;
+        if !self.started {
+            // The first round: the assistant's ids of the main tokens chosen from the prompt's
+            // logits (later ones arrive through `advance`).
+            self.started = true;
+            for (a, s) in self.a_seqs.iter_mut().zip(seqs) {
+                for &t in *s {
+                    a.extend(self.assistant.to_assistant(self.main_model, t));
+                }
+            }
+        }
+        let rows = seqs.len();
+        let mut drafts: Vec<Vec<u32>> = vec![Vec::new(); rows];
+        let mut drafting: Vec<bool> = budgets.iter().map(|&b| b > 0).collect();
+        let mut a_gen: Vec<Vec<u32>> = self
+            .a_seqs
+            .iter()
+            .zip(&self.a_prompt_lens)
+            .map(|(a, &p)| a[p..].to_vec())
+            .collect();
+        for _ in 0..self.assistant.draft_tokens {
+            if !drafting.iter().any(|&d| d) {
+                break;
+            }
+            let cur: Vec<Vec<u32>> = self
+                .a_seqs
+                .iter()
+                .zip(&drafts)
+                .map(|(a, d)| a.iter().chain(d).copied().collect())
+                .collect();
+            let logits = self.asst.next_logits(&cur)?;
+            for (i, d) in drafts.iter_mut().enumerate() {
+                if !drafting[i] {
+                    continue;
+                }
+                let mut row = logits[i * av..(i + 1) * av].to_vec();
+                self.rules.apply(&mut row, &a_gen[i]);
+                let t = argmax(&row) as u32;
+                let m = self
+                    .assistant
+                    .map
+                    .a2m
+                    .get(t as usize)
+                    .copied()
+                    .unwrap_or(NONE);
+                let is_text_or_ts = t < a_eot || t >= a_tb;
+                if m == NONE || !(is_text_or_ts || t == a_eot) {
+                    drafting[i] = false;
+                    continue;
+                }
+                d.push(t);
+                a_gen[i].push(t);
+                if t == a_eot || d.len() >= budgets[i] {
+                    drafting[i] = false;
+                }
+            }
+        }
+        let main = drafts
+            .iter()
+            .map(|d| {
+                d.iter()
+                    .map(|&t| self.assistant.map.a2m[t as usize])
+                    .collect()
+            })
+            .collect();
+        self.drafts = drafts;
+        Ok(main)
+    }
+
+    fn advance(&mut self, i: usize, accepted: usize, own: Option<u32>) {
+        // The assistant's sequence follows the main one: accepted drafts, then the assistant
+        // ids of the main model's own token.
+        let a = &mut self.a_seqs[i];
+        a.extend_from_slice(&self.drafts[i][..accepted]);
+        if let Some(own) = own {
+            a.extend(self.assistant.to_assistant(self.main_model, own));
+        }
+    }
+
+    fn keep_rows(&mut self, keep: &[u32]) -> Result<()> {
+        self.asst.keep_rows(keep)?;
+        let pick = |v: &Vec<Vec<u32>>| keep.iter().map(|&i| v[i as usize].clone()).collect();
+        self.a_seqs = pick(&self.a_seqs);
+        self.drafts = pick(&self.drafts);
+        self.a_prompt_lens = keep
+            .iter()
+            .map(|&i| self.a_prompt_lens[i as usize])
+            .collect();
+        Ok(())
+    }
+
+    fn record(&self, drafted: usize, accepted: usize) {
+        self.assistant.stats.add(drafted, accepted);
+    }
+}
+
+/// Greedy search with drafts from `drafter`, equal to [`super::greedy::greedy_search`] with
+/// [`super::greedy::Sampler::Argmax`].
 ///
 /// `main` holds the cache after the prompt (`prompt_len` positions, the same for every row) and
-/// `first` its logits `[rows, V]`; `asst` is the assistant's decoder with an empty cache,
-/// `asst_prompts` its prompt per row. Returns one hypothesis per row.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn speculative_greedy<M: SeqModel, A: SeqModel>(
+/// `first` its logits `[rows, V]`; `n_ctx` is the main model's text context. Returns one
+/// hypothesis per row.
+pub(crate) fn speculative_greedy<M: SeqModel, D: Drafter>(
     main: &mut M,
-    main_model: &Whisper,
+    n_ctx: usize,
     first: Vec<f32>,
     rows: usize,
     prompts: &[Vec<u32>],
     params: &SearchParams<'_>,
-    assistant: &Assistant<'_>,
-    asst: A,
-    asst_prompts: Vec<Vec<u32>>,
-    asst_rules: &LogitRules,
+    drafter: &mut D,
 ) -> Result<Vec<Hypothesis>> {
     let SearchParams {
         rules,
@@ -310,11 +477,7 @@ pub(crate) fn speculative_greedy<M: SeqModel, A: SeqModel>(
         length_penalty,
     } = *params;
     let v = main.vocab_size();
-    let av = asst.vocab_size();
-    let n_ctx = main_model.config.n_text_ctx;
-    let k = assistant.draft_tokens;
-    let a_eot = assistant.model.config.special.eot;
-    let a_tb = assistant.model.config.special.timestamp_begin;
+    let k = drafter.max_draft().max(1);
     let mut seqs: Vec<Vec<u32>> = vec![Vec::new(); rows];
     let mut sums = vec![0f32; rows];
     let mut done = vec![max_len == 0; rows];
@@ -334,19 +497,6 @@ pub(crate) fn speculative_greedy<M: SeqModel, A: SeqModel>(
             }
         }
     }
-    // Assistant sequences: prompt + assistant ids of the main tokens so far.
-    let mut a_prompt_lens: Vec<usize> = asst_prompts.iter().map(Vec::len).collect();
-    let mut a_seqs: Vec<Vec<u32>> = asst_prompts;
-    for (a, s) in a_seqs.iter_mut().zip(&seqs) {
-        for &t in s {
-            a.extend(assistant.to_assistant(main_model, t));
-        }
-    }
-    let mut asst = Lagged {
-        model: asst,
-        fed: vec![Vec::new(); rows],
-        pad: a_eot,
-    };
     // Live rows (original indices) in cache row order.
     let mut active: Vec<usize> = (0..rows).filter(|&r| !done[r]).collect();
     if active.len() != rows {
@@ -355,9 +505,7 @@ pub(crate) fn speculative_greedy<M: SeqModel, A: SeqModel>(
         }
         let keep: Vec<u32> = active.iter().map(|&r| r as u32).collect();
         main.keep_rows(&keep)?;
-        asst.keep_rows(&keep)?;
-        a_seqs = active.iter().map(|&r| a_seqs[r].clone()).collect();
-        a_prompt_lens = active.iter().map(|&r| a_prompt_lens[r]).collect();
+        drafter.keep_rows(&keep)?;
     }
     let (mut drafted_total, mut accepted_total) = (0usize, 0usize);
     let mut row_logits = vec![0f32; v];
@@ -383,73 +531,32 @@ pub(crate) fn speculative_greedy<M: SeqModel, A: SeqModel>(
         let u_min = unfed.iter().map(Vec::len).min().unwrap_or(1);
         // Room left: the context, and no row needs positions past its last possible token.
         let width_cap = (u_min + k).min(n_ctx - c);
-        // Draft up to `k` tokens per row with the assistant.
-        let mut drafts: Vec<Vec<u32>> = vec![Vec::new(); active.len()];
-        let mut drafting: Vec<bool> = active
+        let budgets: Vec<usize> = active
             .iter()
             .zip(&unfed)
-            .map(|(&r, u)| u.len() < width_cap && seqs[r].len() + 1 < max_len)
+            .map(|(&r, u)| {
+                width_cap
+                    .saturating_sub(u.len())
+                    .min(max_len.saturating_sub(seqs[r].len() + 1))
+            })
             .collect();
-        let mut a_gen: Vec<Vec<u32>> = a_seqs
-            .iter()
-            .zip(&a_prompt_lens)
-            .map(|(a, &p)| a[p..].to_vec())
-            .collect();
-        for _ in 0..k {
-            if !drafting.iter().any(|&d| d) {
-                break;
-            }
-            let cur: Vec<Vec<u32>> = a_seqs
-                .iter()
-                .zip(&drafts)
-                .map(|(a, d)| a.iter().chain(d).copied().collect())
-                .collect();
-            let logits = asst.next_logits(&cur)?;
-            for (i, d) in drafts.iter_mut().enumerate() {
-                if !drafting[i] {
-                    continue;
-                }
-                let mut row = logits[i * av..(i + 1) * av].to_vec();
-                asst_rules.apply(&mut row, &a_gen[i]);
-                let t = argmax(&row) as u32;
-                let m = assistant.map.a2m.get(t as usize).copied().unwrap_or(NONE);
-                let is_text_or_ts = t < a_eot || t >= a_tb;
-                if m == NONE || !(is_text_or_ts || t == a_eot) {
-                    drafting[i] = false;
-                    continue;
-                }
-                d.push(t);
-                a_gen[i].push(t);
-                let r = active[i];
-                if t == a_eot
-                    || unfed[i].len() + d.len() >= width_cap
-                    || seqs[r].len() + d.len() + 1 >= max_len
-                {
-                    drafting[i] = false;
-                }
-            }
-        }
+        let views: Vec<&[u32]> = active.iter().map(|&r| seqs[r].as_slice()).collect();
+        let drafts = drafter.draft(&views, &budgets)?;
         // One verification pass of the main model over unfed + drafted tokens of every row.
-        let width = active
+        let width = unfed
             .iter()
-            .enumerate()
-            .map(|(i, _)| unfed[i].len() + drafts[i].len())
+            .zip(&drafts)
+            .map(|(u, d)| u.len() + d.len())
             .max()
             .unwrap_or(1)
             .min(width_cap)
             .max(1);
         let mut flat = Vec::with_capacity(active.len() * width);
-        let mut main_drafts: Vec<Vec<u32>> = Vec::with_capacity(active.len());
-        for (i, u) in unfed.iter().enumerate() {
-            let md: Vec<u32> = drafts[i]
-                .iter()
-                .map(|&t| assistant.map.a2m[t as usize])
-                .collect();
-            let row: Vec<u32> = u.iter().chain(&md).copied().take(width).collect();
+        for (u, d) in unfed.iter().zip(&drafts) {
+            let row: Vec<u32> = u.iter().chain(d).copied().take(width).collect();
             drafted_total += row.len().saturating_sub(u.len());
             flat.extend_from_slice(&row);
             flat.extend(std::iter::repeat_n(eot, width - row.len()));
-            main_drafts.push(md);
         }
         let all = main.feed_all(&flat, active.len())?;
         let mut valid = Vec::with_capacity(active.len());
@@ -461,7 +568,7 @@ pub(crate) fn speculative_greedy<M: SeqModel, A: SeqModel>(
                 continue;
             }
             let fed = &flat[i * width..(i + 1) * width];
-            let real = (u + main_drafts[i].len()).min(width);
+            let real = (u + drafts[i].len()).min(width);
             let mut accepted = 0;
             let mut j = u - 1;
             loop {
@@ -489,14 +596,8 @@ pub(crate) fn speculative_greedy<M: SeqModel, A: SeqModel>(
             }
             accepted_total += accepted;
             valid.push(c + (u + accepted).min(width));
-            // The assistant's sequence follows the main one: accepted drafts, then the
-            // assistant ids of the main model's own token.
-            let a = &mut a_seqs[i];
-            a.extend_from_slice(&drafts[i][..accepted]);
-            if !done[r] {
-                let own = *seqs[r].last().expect("a token was kept");
-                a.extend(assistant.to_assistant(main_model, own));
-            }
+            let own = (!done[r]).then(|| *seqs[r].last().expect("a token was kept"));
+            drafter.advance(i, accepted, own);
         }
         let still: Vec<usize> = (0..active.len()).filter(|&i| !done[active[i]]).collect();
         let new_len = still.iter().map(|&i| valid[i]).min().unwrap_or(c);
@@ -507,20 +608,11 @@ pub(crate) fn speculative_greedy<M: SeqModel, A: SeqModel>(
             }
             let keep: Vec<u32> = still.iter().map(|&i| i as u32).collect();
             main.keep_rows(&keep)?;
-            asst.keep_rows(&keep)?;
-            a_seqs = still.iter().map(|&i| a_seqs[i].clone()).collect();
-            a_prompt_lens = still.iter().map(|&i| a_prompt_lens[i]).collect();
+            drafter.keep_rows(&keep)?;
             active = still.iter().map(|&i| active[i]).collect();
         }
     }
-    assistant
-        .stats
-        .drafted
-        .fetch_add(drafted_total, Ordering::Relaxed);
-    assistant
-        .stats
-        .accepted
-        .fetch_add(accepted_total, Ordering::Relaxed);
+    drafter.record(drafted_total, accepted_total);
     Ok(finish(seqs, sums, length_penalty))
 }
 

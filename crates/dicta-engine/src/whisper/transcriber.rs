@@ -56,6 +56,9 @@ pub struct WhisperTranscriber<'m> {
     non_speech: Vec<u32>,
     /// Speculative decoding's draft model ([`WhisperTranscriber::with_assistant`]).
     assistant: Option<super::speculative::Assistant<'m>>,
+    /// Tokens drafted from the drafts of [`WhisperTranscriber::transcribe_with_drafts`], and
+    /// accepted.
+    lookup_stats: super::speculative::SpecCounters,
 }
 
 /// Per-recording (or per-lane) state of the seek loop.
@@ -78,6 +81,8 @@ struct SeqState {
     /// One lane of a recording in the batched mode: its segments and progress are reported
     /// once every lane of the recording is done.
     span: bool,
+    /// Tokens its greedy search likely produces ([`WhisperTranscriber::transcribe_with_drafts`]).
+    draft: Option<std::sync::Arc<[u32]>>,
 }
 
 impl<'m> WhisperTranscriber<'m> {
@@ -90,6 +95,7 @@ impl<'m> WhisperTranscriber<'m> {
             mel,
             non_speech,
             assistant: None,
+            lookup_stats: Default::default(),
         })
     }
 
@@ -104,6 +110,12 @@ impl<'m> WhisperTranscriber<'m> {
             draft_tokens,
         )?);
         Ok(self)
+    }
+
+    /// Tokens drafted from the inputs' drafts ([`WhisperTranscriber::transcribe_with_drafts`])
+    /// and accepted, over every call so far.
+    pub fn draft_counts(&self) -> (usize, usize) {
+        self.lookup_stats.get()
     }
 
     /// Tokens the assistant drafted and the main model accepted, over every call so far
@@ -138,6 +150,50 @@ impl<'m> WhisperTranscriber<'m> {
         batch_size: usize,
         gate: Option<&crate::engine::Turns>,
     ) -> Result<TranscribeOutput> {
+        self.run_all(audios, None, opts, mode, batch_size, gate)
+    }
+
+    /// [`WhisperTranscriber::transcribe`] with long-form [`LongFormMode::Sequential`] and a
+    /// draft per input (`drafts[i]`, empty for none): the tokens its greedy search is likely to
+    /// produce, e.g. a streaming buffer's previous hypothesis ([`Segment::tokens`] of its
+    /// transcript, joined). Temperature-0 greedy passes draft from them and verify the drafts
+    /// in one decoder pass per round; the transcripts are exactly `transcribe`'s, only faster
+    /// when the drafts are right.
+    ///
+    /// Errors: as `transcribe`; `InvalidInput` when `drafts` and `audios` differ in length.
+    pub fn transcribe_with_drafts(
+        &self,
+        audios: &[&[f32]],
+        drafts: &[&[u32]],
+        opts: &DecodeOptions,
+        batch_size: usize,
+    ) -> Result<TranscribeOutput> {
+        if drafts.len() != audios.len() {
+            return Err(Error::invalid_input(format!(
+                "{} drafts for {} inputs",
+                drafts.len(),
+                audios.len()
+            )));
+        }
+        self.run_all(
+            audios,
+            Some(drafts),
+            opts,
+            LongFormMode::Sequential,
+            batch_size,
+            None,
+        )
+    }
+
+    fn run_all(
+        &self,
+        audios: &[&[f32]],
+        drafts: Option<&[&[u32]]>,
+        opts: &DecodeOptions,
+        mode: LongFormMode,
+        batch_size: usize,
+        gate: Option<&crate::engine::Turns>,
+    ) -> Result<TranscribeOutput> {
         opts.validate()?;
         if batch_size == 0 {
             return Err(Error::invalid_input("batch_size must be >= 1, got 0"));
@@ -148,6 +204,7 @@ impl<'m> WhisperTranscriber<'m> {
             suppress: self.suppress_tokens(opts),
             gate,
             assistant: self.assistant.as_ref(),
+            lookup_stats: &self.lookup_stats,
         };
         let mut out = TranscribeOutput {
             transcripts: Vec::with_capacity(audios.len()),
@@ -191,6 +248,10 @@ impl<'m> WhisperTranscriber<'m> {
             };
             let span = lanes.len() > 1;
             let mel = std::sync::Arc::new(mel);
+            let draft: Option<std::sync::Arc<[u32]>> = drafts
+                .and_then(|d| d.get(i))
+                .filter(|d| !d.is_empty())
+                .map(|d| std::sync::Arc::from(*d));
             for (start, end) in lanes {
                 seq.push(SeqState {
                     input: i,
@@ -205,6 +266,7 @@ impl<'m> WhisperTranscriber<'m> {
                     last_speech: start as f64 / FRAMES_PER_SECOND as f64,
                     split_on_unicode: splits_on_unicode(&lang),
                     span,
+                    draft: draft.clone(),
                 });
             }
         }
@@ -290,6 +352,7 @@ impl<'m> WhisperTranscriber<'m> {
             mel,
             prompt: self.prompt(&st.all_tokens[st.prompt_reset_since..], &st.sot_seq, opts),
             seed_key: st.seek as u64,
+            draft: st.draft.clone(),
         }
     }
 
@@ -449,6 +512,7 @@ impl<'m> WhisperTranscriber<'m> {
                         mel: window(&mel, 0, size),
                         prompt: vec![cfg.special.sot],
                         seed_key: 0,
+                        draft: None,
                     }
                 })
                 .collect();

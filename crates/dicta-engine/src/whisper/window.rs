@@ -11,7 +11,9 @@ use super::beam::beam_search;
 use super::fallback::{compression_ratio, needs_fallback, select_after_all_failed, Attempt};
 use super::greedy::{greedy_search, Hypothesis, Sampler, SearchParams, StepModel};
 use super::logits::{softmax_prob, LogitRules};
+use super::lookup::{LookupDrafter, LOOKUP_DRAFT_TOKENS};
 use super::options::DecodeOptions;
+use super::speculative::{speculative_greedy, ModelDrafter};
 use super::words::{
     alignment_matrix, clip_and_merge, find_alignment, negative_dtw, split_to_word_tokens,
     WindowWords, MEDIAN_FILTER_WIDTH,
@@ -28,6 +30,9 @@ pub struct WindowJob {
     /// Identifies the window for the sampler's seed (mel frame offset in its recording), so a
     /// window samples the same tokens alone or batched.
     pub seed_key: u64,
+    /// Tokens the window's greedy search is likely to produce (a streaming buffer's previous
+    /// hypothesis): drafted and verified ([`super::lookup`]), which changes no result.
+    pub draft: Option<std::sync::Arc<[u32]>>,
 }
 
 /// One window to align words in: its text tokens over its encoder row.
@@ -135,6 +140,8 @@ pub(crate) struct WindowDecoder<'a> {
     pub gate: Option<&'a crate::engine::Turns>,
     /// Drafts tokens for temperature-0 greedy passes (speculative decoding; lossless).
     pub assistant: Option<&'a super::speculative::Assistant<'a>>,
+    /// Counts the tokens drafted from [`WindowJob::draft`]s and accepted.
+    pub lookup_stats: &'a super::speculative::SpecCounters,
 }
 
 impl WindowDecoder<'_> {
@@ -471,6 +478,26 @@ impl WindowDecoder<'_> {
             .filter(|a| a.usable_for(cfg, &jobs[0].prompt))
         {
             self.assisted(jobs, &mut dec, first, &params, &rules, asst)?
+        } else if jobs
+            .iter()
+            .any(|j| j.draft.as_ref().is_some_and(|d| !d.is_empty()))
+        {
+            let refs = jobs
+                .iter()
+                .map(|j| j.draft.as_deref().unwrap_or_default().to_vec())
+                .collect();
+            let mut drafter =
+                LookupDrafter::new(refs, sp.eot, LOOKUP_DRAFT_TOKENS, self.lookup_stats);
+            let prompts: Vec<Vec<u32>> = jobs.iter().map(|j| j.prompt.clone()).collect();
+            speculative_greedy(
+                &mut dec,
+                cfg.n_text_ctx,
+                first,
+                rows,
+                &prompts,
+                &params,
+                &mut drafter,
+            )?
         } else {
             greedy_search(&mut dec, first, rows, &params, Sampler::Argmax)?
         };
@@ -510,17 +537,15 @@ impl WindowDecoder<'_> {
         let prompts: Vec<Vec<u32>> = jobs.iter().map(|j| j.prompt.clone()).collect();
         let asst_prompts = prompts.iter().map(|p| asst.prompt(self.model, p)).collect();
         let asst_rules = asst.rules(rules, self.opts.suppress_blank);
-        super::speculative::speculative_greedy(
+        let mut drafter = ModelDrafter::new(asst, self.model, helper, asst_prompts, &asst_rules);
+        speculative_greedy(
             dec,
-            self.model,
+            self.model.config.n_text_ctx,
             first,
             jobs.len(),
             &prompts,
             params,
-            asst,
-            helper,
-            asst_prompts,
-            &asst_rules,
+            &mut drafter,
         )
     }
 
