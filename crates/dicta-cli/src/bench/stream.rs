@@ -74,9 +74,10 @@ pub struct StreamArgs {
     /// model family's, 0 for Whisper and 4 for Moonshine).
     #[arg(long)]
     pub step_divisor: Option<usize>,
-    /// Moonshine: cut the buffer at a pause once it is longer than this (seconds).
-    #[arg(long, default_value_t = 5.0)]
-    pub moonshine_trim_seconds: f32,
+    /// Moonshine: cut the buffer at a pause once it is longer than this (seconds; default: the
+    /// stream engine's, 5).
+    #[arg(long)]
+    pub moonshine_trim_seconds: Option<f32>,
     /// Weight precision: `default` (the model's own), `float32`, `int8` (as `dicta
     /// transcribe --compute-type`).
     #[arg(long, default_value = "default", value_parser = crate::transcribe_cmd::parse_compute_type)]
@@ -227,7 +228,9 @@ pub fn run(args: &StreamArgs, g: &Globals) -> Result<u8> {
             },
             step_seconds: Some(args.step_seconds),
             whisper_trim_seconds: args.trim_seconds,
-            moonshine_trim_seconds: args.moonshine_trim_seconds,
+            moonshine_trim_seconds: args
+                .moonshine_trim_seconds
+                .unwrap_or(StreamConfig::default().moonshine_trim_seconds),
             step_divisor: args.step_divisor,
             ..StreamConfig::default()
         },

@@ -200,6 +200,7 @@ impl Summary {
             .filter_map(|s| Some((s.t_s, s.rss_mb?)))
             .collect();
         let cpu: Vec<f64> = samples.iter().filter_map(|s| s.cpu_cores).collect();
+        let counts = Counts::of(t);
         Summary {
             duration_s: last.map_or(0.0, |s| s.t_s),
             rss_idle_mb: rss(0),
@@ -210,9 +211,9 @@ impl Summary {
             rss_growth_mb: rss(2).zip(last.and_then(|s| s.rss_mb)).map(|(a, b)| b - a),
             rss_slope_mb_per_h: slope(&tail).map(|s| s * 3600.0),
             cpu_cores_mean: (!cpu.is_empty()).then(|| cpu.iter().sum::<f64>() / cpu.len() as f64),
-            counts: Counts::of(t),
+            errors: counts.errors(),
+            counts,
             audio_h: t.audio_s / 3600.0,
-            errors: Counts::of(t).errors(),
             first_errors: t.errors.clone(),
         }
     }
