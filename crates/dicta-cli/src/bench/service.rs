@@ -335,6 +335,18 @@ fn spawn_server(args: &ServiceArgs, model: &Path, out: &Path) -> Result<server::
             }
         }
     }
+    // Each client opens its next stream as soon as the last one is done, which can reach the
+    // server before it has let the last one go: with `--max-streams` equal to the clients,
+    // that race (not the load) would answer 503. Room for twice the clients measures the load.
+    if matches!(args.endpoint, Endpoint::Stream)
+        && !args
+            .serve_args
+            .iter()
+            .any(|a| a.starts_with("--max-streams"))
+    {
+        let room = (2 * args.concurrency).max(16);
+        serve.extend(["--max-streams".into(), room.to_string()]);
+    }
     serve.extend(args.serve_args.iter().cloned());
     eprintln!(
         "dicta bench service: starting dicta serve {}",

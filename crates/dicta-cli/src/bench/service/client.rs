@@ -336,8 +336,11 @@ async fn stream(cfg: &ClientConfig, p: &Prepared, frames: &[Bytes]) -> RequestRe
     let (sent, ev) = tokio::join!(send, receive);
     let sent = match sent {
         Ok((ended, mut tx)) => {
-            // The utterance is over: a polite close (its answer is not awaited).
+            // The utterance is over: a polite close, and its answer read (briefly), so that
+            // the server has let this stream go before the client opens its next one.
             let _ = tx.send(Message::Close(None)).await;
+            let drain = async { while let Some(Ok(_)) = rx.next().await {} };
+            let _ = tokio::time::timeout(Duration::from_secs(2), drain).await;
             Ok(ended)
         }
         Err(e) => Err(e),

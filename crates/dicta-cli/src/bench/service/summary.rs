@@ -110,8 +110,9 @@ pub struct RunSummary {
     /// Streams: first-partial latency of the successful requests.
     pub first_partial_p50: Option<f64>,
     pub first_partial_p90: Option<f64>,
-    /// Streams: end-of-audio → last final, median.
+    /// Streams: end-of-audio → last final (`done`), median and 90th percentile.
     pub finalize_p50: Option<f64>,
+    pub finalize_p90: Option<f64>,
     /// Streams: mean partial results per successful request.
     pub partials_per_request: Option<f64>,
 }
@@ -150,6 +151,7 @@ impl RunSummary {
             first_partial_p50: percentile(&first, 50.0),
             first_partial_p90: percentile(&first, 90.0),
             finalize_p50: percentile(&finalize, 50.0),
+            finalize_p90: percentile(&finalize, 90.0),
             partials_per_request: (!partials.is_empty())
                 .then(|| partials.iter().sum::<f64>() / partials.len() as f64),
         }
@@ -186,6 +188,7 @@ impl RunSummary {
             first_partial_p50: mo(|r| r.first_partial_p50),
             first_partial_p90: mo(|r| r.first_partial_p90),
             finalize_p50: mo(|r| r.finalize_p50),
+            finalize_p90: mo(|r| r.finalize_p90),
             partials_per_request: mo(|r| r.partials_per_request),
         })
     }
@@ -310,6 +313,7 @@ const CSV_COLUMNS: &[&str] = &[
     "first_partial_p50",
     "first_partial_p90",
     "finalize_p50",
+    "finalize_p90",
     "partials_per_request",
     "wer",
     "engine_rtfx_median",
@@ -351,8 +355,8 @@ pub fn to_csv(rows: &[ServiceRow]) -> String {
 /// A Markdown table: per row one line per run and a bold median line.
 pub fn to_markdown(rows: &[ServiceRow]) -> String {
     let mut out = String::from(
-        "| workload | endpoint | clients | run | RTFx | ok / rejected / failed | latency mean / p50 / p90 / p95 / p99 / max s | first partial p50 / p90 s | partials/req | service/engine |\n\
-         |---|---|---|---|---|---|---|---|---|---|\n",
+        "| workload | endpoint | clients | run | RTFx | ok / rejected / failed | latency mean / p50 / p90 / p95 / p99 / max s | first partial p50 / p90 s | end → final p50 / p90 s | partials/req | service/engine |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     let f = |x: Option<f64>, d: usize| x.map_or("–".to_string(), |v| format!("{v:.d$}"));
     for row in rows {
@@ -380,7 +384,7 @@ pub fn to_markdown(rows: &[ServiceRow]) -> String {
         for (label, r, vs) in lines {
             let l = &r.latency;
             out.push_str(&format!(
-                "| {} | {} | {} | {} | {:.1} | {} / {} / {} | {} / {} / {} / {} / {} / {} | {} / {} | {} | {} |\n",
+                "| {} | {} | {} | {} | {:.1} | {} / {} / {} | {} / {} / {} / {} / {} / {} | {} / {} | {} / {} | {} | {} |\n",
                 row.workload,
                 endpoint,
                 row.concurrency,
@@ -397,6 +401,8 @@ pub fn to_markdown(rows: &[ServiceRow]) -> String {
                 f(l.max, 2),
                 f(r.first_partial_p50, 2),
                 f(r.first_partial_p90, 2),
+                f(r.finalize_p50, 2),
+                f(r.finalize_p90, 2),
                 f(r.partials_per_request, 1),
                 vs.unwrap_or_else(|| "–".into()),
             ));
@@ -471,6 +477,7 @@ mod tests {
         assert!((s.first_partial_p90.unwrap() - 1.4).abs() < 1e-12);
         assert_eq!(s.partials_per_request, Some(5.5));
         assert!((s.finalize_p50.unwrap() - 0.3).abs() < 1e-12);
+        assert!((s.finalize_p90.unwrap() - 0.38).abs() < 1e-12);
     }
 
     #[test]
