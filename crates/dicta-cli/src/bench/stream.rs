@@ -97,6 +97,11 @@ pub struct StreamArgs {
     /// Largest N tried by the capacity sweep.
     #[arg(long, default_value_t = 32)]
     pub capacity_max_sessions: usize,
+    /// Start every session of a capacity level at the same instant (their steps fall due
+    /// together) instead of spreading the starts evenly over one step, as independent callers
+    /// arrive.
+    #[arg(long)]
+    pub capacity_lockstep: bool,
     /// Skip the accuracy run (capacity only).
     #[arg(long)]
     pub no_accuracy: bool,
@@ -295,7 +300,14 @@ fn accuracy(engine: &Engine, clips: &[Clip], args: &StreamArgs) -> Result<Accura
         .iter()
         .map(|c| (c.id.clone(), Arc::clone(&c.samples)))
         .collect();
-    let (run, items) = stream_run(engine, jobs, args.sessions, args.speed, args)?;
+    let (run, items) = stream_run(
+        engine,
+        jobs,
+        args.sessions,
+        args.speed,
+        Duration::ZERO,
+        args,
+    )?;
     let mut scorer = Scorer::new();
     for (c, r) in clips.iter().zip(&items) {
         scorer.add(&c.text, &r.text, Some("en"));
@@ -376,7 +388,14 @@ fn capacity(engine: &Engine, clips: &[Clip], args: &StreamArgs) -> Result<Capaci
         let jobs = (0..n)
             .map(|k| (format!("capacity-{k}"), stream_for(k * 7)))
             .collect();
-        let (run, _) = stream_run(engine, jobs, n, 1.0, args)?;
+        // Independent callers do not start on the same 10 ms: session k starts k/n of a step
+        // after the first, so the sweep measures sustained load, not one synchronised burst.
+        let stagger = if args.capacity_lockstep {
+            Duration::ZERO
+        } else {
+            Duration::from_secs_f64(f64::from(args.step_seconds) / n as f64)
+        };
+        let (run, _) = stream_run(engine, jobs, n, 1.0, stagger, args)?;
         let kept = run.kept_up;
         tracing::info!(
             sessions = n,
@@ -402,13 +421,14 @@ fn capacity(engine: &Engine, clips: &[Clip], args: &StreamArgs) -> Result<Capaci
     })
 }
 
-/// Streams every job through `sessions` concurrent sessions paced at `speed`; results come back
-/// in job order.
+/// Streams every job through `sessions` concurrent sessions paced at `speed`, session k
+/// starting `k × stagger` after the first; results come back in job order.
 fn stream_run(
     engine: &Engine,
     jobs: Vec<(String, Arc<Vec<f32>>)>,
     sessions: usize,
     speed: f64,
+    stagger: Duration,
     args: &StreamArgs,
 ) -> Result<(RunSummary, Vec<ItemResult>)> {
     let n_jobs = jobs.len();
@@ -424,9 +444,10 @@ fn stream_run(
     let t = Instant::now();
     let results: Vec<Result<Vec<(usize, ItemResult)>>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..sessions)
-            .map(|_| {
+            .map(|k| {
                 let queue = &queue;
                 scope.spawn(move || -> Result<Vec<(usize, ItemResult)>> {
+                    std::thread::sleep(stagger * k as u32);
                     let mut session = engine
                         .open_session(SessionOptions::default())
                         .map_err(|e| anyhow::anyhow!(e.message))?;
