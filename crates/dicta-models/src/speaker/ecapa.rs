@@ -114,8 +114,9 @@ impl Conv {
     /// `x: [b·t, c_in]` (windows of `t` frames) → `[b·t, c_out]`, reflect padding "same".
     fn forward(&self, x: &[f32], t: usize) -> candle_core::Result<Vec<f32>> {
         let rows = x.len() / self.c_in;
-        let cols = if self.k == 1 {
-            x.to_vec()
+        let cols: std::borrow::Cow<[f32]> = if self.k == 1 {
+            // A 1-wide kernel reads the input as it is.
+            std::borrow::Cow::Borrowed(x)
         } else {
             let pad = self.dilation * (self.k - 1) / 2;
             let kc = self.k * self.c_in;
@@ -128,7 +129,7 @@ impl Conv {
                     dst[j * self.c_in..(j + 1) * self.c_in].copy_from_slice(s);
                 }
             });
-            cols
+            std::borrow::Cow::Owned(cols)
         };
         if let Some(q) = &self.q {
             let mut y = vec![0f32; rows * self.c_out];
@@ -136,7 +137,7 @@ impl Conv {
             return Ok(y);
         }
         let kc = self.k * self.c_in;
-        let y = Tensor::from_vec(cols, (rows, kc), &Device::Cpu)?.matmul(&self.w)?;
+        let y = Tensor::from_vec(cols.into_owned(), (rows, kc), &Device::Cpu)?.matmul(&self.w)?;
         let mut y = y.flatten_all()?.to_vec1::<f32>()?;
         y.par_chunks_mut(self.c_out).for_each(|row| {
             for (v, b) in row.iter_mut().zip(&self.b) {
@@ -433,29 +434,37 @@ impl Ecapa {
             .enumerate()
             .for_each(|(w, (dst, att))| {
                 let xs = &x[w * t * MFA..(w + 1) * t * MFA];
-                // Softmax over time per channel.
-                for c in 0..MFA {
-                    let mut m = f32::NEG_INFINITY;
-                    for f in 0..t {
-                        m = m.max(att[f * MFA + c]);
+                // Softmax over time per channel, then the weighted mean and std. The frames are
+                // walked in rows (all channels of a frame at once; a channel's column would
+                // touch one cache line per frame), each channel's sums still in frame order.
+                let mut m = vec![f32::NEG_INFINITY; MFA];
+                for row in att.chunks_exact(MFA) {
+                    m.iter_mut().zip(row).for_each(|(m, &a)| *m = m.max(a));
+                }
+                let mut sum = vec![0f32; MFA];
+                for row in att.chunks_exact_mut(MFA) {
+                    for ((a, s), m) in row.iter_mut().zip(&mut sum).zip(&m) {
+                        *a = (*a - m).exp();
+                        *s += *a;
                     }
-                    let mut sum = 0f32;
-                    for f in 0..t {
-                        let e = (att[f * MFA + c] - m).exp();
-                        att[f * MFA + c] = e;
-                        sum += e;
+                }
+                let mut mean = vec![0f32; MFA];
+                for (row, xr) in att.chunks_exact_mut(MFA).zip(xs.chunks_exact(MFA)) {
+                    for (((a, s), mu), v) in row.iter_mut().zip(&sum).zip(&mut mean).zip(xr) {
+                        *a /= s;
+                        *mu += *a * v;
                     }
-                    let (mut mean, mut var) = (0f32, 0f32);
-                    for f in 0..t {
-                        att[f * MFA + c] /= sum;
-                        mean += att[f * MFA + c] * xs[f * MFA + c];
+                }
+                let mut var = vec![0f32; MFA];
+                for (row, xr) in att.chunks_exact(MFA).zip(xs.chunks_exact(MFA)) {
+                    for (((a, va), mu), v) in row.iter().zip(&mut var).zip(&mean).zip(xr) {
+                        let d = v - mu;
+                        *va += a * d * d;
                     }
-                    for f in 0..t {
-                        let d = xs[f * MFA + c] - mean;
-                        var += att[f * MFA + c] * d * d;
-                    }
-                    dst[c] = mean;
-                    dst[MFA + c] = var.max(1e-12).sqrt();
+                }
+                dst[..MFA].copy_from_slice(&mean);
+                for (d, v) in dst[MFA..].iter_mut().zip(&var) {
+                    *d = v.max(1e-12).sqrt();
                 }
             });
         Ok(out)
