@@ -7,7 +7,7 @@
 //!    batched.
 //! 4. Average-linkage clustering on cosine distance ([`cluster`]). The number of speakers is
 //!    `num_speakers` when given; otherwise the number of clusters left when merging stops at
-//!    `threshold`, clamped to `min_speakers..=max_speakers`. Minor clusters (under 2 windows
+//!    `threshold`, clamped to `min_speakers..=max_speakers`. Minor clusters (under 3 windows
 //!    or 5% of them: a cough, a laugh, music) join their nearest cluster unless a count forces
 //!    them to stay.
 //! 5. Each window owns the stretch of its region nearest its centre; neighbouring stretches of
@@ -208,8 +208,10 @@ fn assign(emb: &[Vec<f32>], opts: &DiarizeOptions) -> Vec<usize> {
         let counts: Vec<usize> = (0..k_now)
             .map(|c| labels.iter().filter(|&&l| l == c).count())
             .collect();
-        // The smallest cluster, when it is minor: under 2 windows or 5% of them.
-        let minor = n.div_ceil(20).max(2);
+        // The smallest cluster, when it is minor: under 3 windows (about 2 s of speech: too
+        // little for 1.5 s embeddings to tell a new voice from a change of style; pyannote's
+        // clustering folds far larger ones) or 5% of them.
+        let minor = n.div_ceil(20).max(3);
         let Some(small) = (0..k_now)
             .filter(|&c| counts[c] < minor)
             .min_by_key(|&c| counts[c])
@@ -240,6 +242,22 @@ fn assign(emb: &[Vec<f32>], opts: &DiarizeOptions) -> Vec<usize> {
             let next = ids.len();
             *l = *ids.entry(*l).or_insert(next);
         }
+    }
+    if tracing::enabled!(tracing::Level::DEBUG) {
+        let k_now = labels.iter().max().map_or(0, |m| m + 1);
+        let mut centroids = vec![vec![0f32; emb[0].len()]; k_now];
+        let mut sizes = vec![0usize; k_now];
+        for (e, &l) in emb.iter().zip(&labels) {
+            centroids[l].iter_mut().zip(e).for_each(|(a, b)| *a += b);
+            sizes[l] += 1;
+        }
+        let mut pairs = Vec::new();
+        for a in 0..k_now {
+            for b in a + 1..k_now {
+                pairs.push((a, b, 1.0 - cosine(&centroids[a], &centroids[b])));
+            }
+        }
+        tracing::debug!(?sizes, ?pairs, "speaker clusters");
     }
     labels
 }
@@ -338,6 +356,37 @@ mod tests {
             (short[0].start, short[0].end, short[0].own),
             (0, 9000, (0, 9000))
         );
+    }
+
+    #[test]
+    fn clusters_of_two_windows_fold_into_their_nearest_unless_counted() {
+        // Two voices of 19 windows each, and 2 windows of a third direction leaning to the
+        // first voice: too little speech for a speaker of its own (2 windows are 5% of 40, so
+        // the size rule, not the share, folds them).
+        let unit = |v: [f32; 3]| {
+            let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+            v.iter().map(|x| x / n).collect::<Vec<f32>>()
+        };
+        let mut emb = Vec::new();
+        for i in 0..19 {
+            let j = i as f32 * 0.01;
+            emb.push(unit([1.0, j, 0.0]));
+            emb.push(unit([j, 1.0, 0.0]));
+        }
+        emb.push(unit([0.3, 0.0, 1.0]));
+        emb.push(unit([0.3, 0.01, 1.0]));
+        let labels = assign(&emb, &DiarizeOptions::default());
+        assert_eq!(labels.iter().max(), Some(&1), "{labels:?}");
+        assert_eq!(labels[38], labels[0]);
+        assert_eq!(labels[39], labels[0]);
+        // A count (or a minimum) that needs them keeps them apart.
+        let three = DiarizeOptions {
+            min_speakers: Some(3),
+            ..DiarizeOptions::default()
+        };
+        let labels = assign(&emb, &three);
+        assert_eq!(labels.iter().max(), Some(&2), "{labels:?}");
+        assert_ne!(labels[38], labels[0]);
     }
 
     #[test]
