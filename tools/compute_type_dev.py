@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""Corpus WER of `dicta transcribe` per compute type on every English dev item with a reference
+(issue #13's rule: the default compute type is the fastest one within 0.3 WER points of float32).
+
+Run from the repository root (after `cargo build --release -p dicta-cli`):
+
+    pip install jiwer whisper-normalizer
+    python3 tools/compute_type_dev.py float32,int8 [--model tiny.en] [--dicta target/release/dicta]
+
+Each compute type is one `dicta transcribe` process over all items (16 kHz WAV copies where the
+manifest has them) with default decoding (beam 5, temperature fallback, 2 threads); the wall time
+includes loading the model. WER: Whisper English normalizer, jiwer, corpus level; an empty
+transcript scores as all deletions.
+"""
+import argparse
+import json
+import os
+import subprocess
+import tempfile
+import time
+
+import jiwer
+from whisper_normalizer.english import EnglishTextNormalizer
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DATA = os.path.normpath(os.path.join(HERE, "../../shared/data"))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("compute_types", help="comma-separated, e.g. float32,int8")
+    ap.add_argument("--model", default="tiny.en")
+    ap.add_argument("--dicta", default=os.path.join(HERE, "../target/release/dicta"))
+    ap.add_argument("--threads", default="2")
+    args = ap.parse_args()
+    norm = EnglishTextNormalizer()
+    rows = [json.loads(line) for line in open(os.path.join(DATA, "manifest.jsonl"))]
+    items = [r for r in rows if r.get("language") == "en" and r.get("text")]
+    files = [os.path.join(DATA, r.get("audio_16k_wav") or r["audio"]) for r in items]
+    texts = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for ct in args.compute_types.split(","):
+            out = os.path.join(tmp, f"{ct}.json")
+            t0 = time.time()
+            subprocess.run([args.dicta, "transcribe", *files, "--model", args.model, "--compute-type", ct,
+                            "--threads", args.threads, "--quiet", "--format", "json", "--output", out],
+                           check=False)
+            wall = time.time() - t0
+            got = {r["audio"]: r.get("text") or "" for r in json.load(open(out))["results"]}
+            texts[ct] = [got.get(f, "") for f in files]
+            pairs = [(norm(it["text"]), norm(h)) for it, h in zip(items, texts[ct]) if norm(it["text"]).strip()]
+            wer = jiwer.wer([r for r, _ in pairs], [h if h.strip() else "<empty>" for _, h in pairs])
+            print(f"{ct}: {len(pairs)} items, WER {wer * 100:.2f}%, wall {wall:.1f} s", flush=True)
+    cts = list(texts)
+    for other in cts[1:]:
+        differ = sum(a != b for a, b in zip(texts[cts[0]], texts[other]))
+        print(f"{other} vs {cts[0]}: {differ} of {len(files)} texts differ")
+
+
+if __name__ == "__main__":
+    main()
