@@ -67,3 +67,42 @@ fn the_riva_client_works_against_the_grpc_port() {
     // SIGTERM drains and exits 0 with the gRPC listener up.
     assert_eq!(server.terminate(), 0);
 }
+
+/// Capacity with gRPC calls alone (no WebSocket stream open): Riva streaming calls at real time,
+/// one every 2 s, until the server refuses one with `RESOURCE_EXHAUSTED` because the open calls
+/// fell behind; a call too far behind is ended with the finals of what was transcribed and
+/// `RESOURCE_EXHAUSTED`, the others with OK and their finals (serve_grpc_capacity_check.py).
+#[test]
+fn grpc_calls_alone_are_admitted_by_capacity_and_shed_when_behind() {
+    let Some(model) = model_dir() else { return };
+    if !python_has("riva.client") {
+        return;
+    }
+    let server = Server::start(
+        &model,
+        &[
+            "--grpc-port",
+            "0",
+            "--stream-admit-lag-s",
+            "2",
+            "--stream-max-lag-s",
+            "8",
+        ],
+    );
+    let grpc = server.grpc.clone().expect("the gRPC address is printed");
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/serve_grpc_capacity_check.py"
+    );
+    let wav = format!("{DATA}/pyannote_audio/sample.wav");
+    let status = Command::new("python3")
+        .arg(script)
+        .args([
+            "--uri", &grpc, "--wav", &wav, "--every", "2", "--hold", "15",
+        ])
+        .status()
+        .unwrap();
+    assert!(status.success(), "gRPC capacity check failed");
+    assert!(server.metric("dicta_streams_refused_behind_total").unwrap() >= 1.0);
+    assert_eq!(server.terminate(), 0);
+}

@@ -6,10 +6,19 @@
 //! and the last finals are sent before the call ends with OK. Going over `max_stream_seconds`,
 //! a second `streaming_config`, or no message for `stream_idle_timeout_s` end the call with an
 //! error status after the finals of the audio accepted so far; a server shutdown ends it like a
-//! half-close. While open WebSocket streams are more than `stream_admit_lag_s` behind real
-//! time, a new call is refused with `RESOURCE_EXHAUSTED` (the WebSocket route answers 503).
+//! half-close.
+//!
+//! Capacity follows the WebSocket route's rules ([`crate::stream::load`]): a reader task reads
+//! up to [`READ_AHEAD`] messages ahead of the session and records when each audio chunk
+//! arrived, so a call's lag (the age of its oldest audio not yet transcribed) counts like a
+//! socket's. While any open stream, WebSocket or gRPC, is more than `stream_admit_lag_s`
+//! behind real time, a new call is refused with `RESOURCE_EXHAUSTED` (the WebSocket route
+//! answers 503); a call more than `stream_max_lag_s` behind (the newest such, never the only
+//! open stream) gets the finals of what was transcribed, its read-ahead audio is dropped, and
+//! it ends with `RESOURCE_EXHAUSTED`.
 
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dicta_core::{Error, ErrorKind, Result};
@@ -23,7 +32,14 @@ use super::pb::nvidia::riva::asr::{StreamingRecognizeRequest, StreamingRecognize
 use super::status;
 use crate::backend::{StreamEvent, StreamEventKind, StreamOptions, StreamSession};
 use crate::routes::Shared;
+use crate::stream::load::LagTracker;
 use crate::stream::resample::StreamResampler;
+
+/// Messages read ahead of the session (each chunk's arrival is recorded when it is read).
+const READ_AHEAD: usize = 64;
+
+/// One read of the inbound stream, as the reader task hands it on.
+type Read = std::result::Result<Option<StreamingRecognizeRequest>, Status>;
 
 /// The responses of one call.
 pub(crate) type ResponseStream =
@@ -106,8 +122,12 @@ pub(crate) async fn start(
     };
     let (tx, rx) = mpsc::channel(32);
     let id = first.id;
+    let lag = Arc::new(Mutex::new(state.stream_load.register()));
+    let bytes_per_second = f64::from(rate) * (coding.bytes() * channels) as f64;
+    let reads = read_ahead(inbound, Arc::clone(&lag), bytes_per_second);
     tokio::spawn(async move {
         let mut call = Call {
+            lag,
             state,
             settings,
             resampler,
@@ -119,13 +139,50 @@ pub(crate) async fn start(
             started: false,
             _permit: permit,
         };
-        call.run(inbound).await;
+        call.run(reads).await;
     });
     Ok(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx)))
 }
 
+/// Reads the call's messages ahead of the session into a bounded queue, recording each audio
+/// chunk's arrival in `lag`; ends after the client's half-close or an error, or when the call
+/// stops reading.
+fn read_ahead(
+    mut inbound: Streaming<StreamingRecognizeRequest>,
+    lag: Arc<Mutex<LagTracker>>,
+    bytes_per_second: f64,
+) -> mpsc::Receiver<Read> {
+    let (tx, rx) = mpsc::channel::<Read>(READ_AHEAD);
+    tokio::spawn(async move {
+        loop {
+            let read = tokio::select! {
+                r = inbound.message() => r,
+                _ = tx.closed() => return,
+            };
+            let last = !matches!(read, Ok(Some(_)));
+            if let Ok(Some(StreamingRecognizeRequest {
+                streaming_request: Some(StreamingRequest::AudioContent(bytes)),
+                ..
+            })) = &read
+            {
+                lock(&lag).arrived(bytes.len() as f64 / bytes_per_second);
+            }
+            if tx.send(read).await.is_err() || last {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+fn lock(lag: &Mutex<LagTracker>) -> std::sync::MutexGuard<'_, LagTracker> {
+    lag.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// One call's state.
 struct Call {
+    /// This call's lag, shared with its reader task.
+    lag: Arc<Mutex<LagTracker>>,
     state: Shared,
     settings: Settings,
     resampler: StreamResampler,
@@ -153,12 +210,12 @@ enum End {
 }
 
 impl Call {
-    async fn run(&mut self, mut inbound: Streaming<StreamingRecognizeRequest>) {
+    async fn run(&mut self, mut reads: mpsc::Receiver<Read>) {
         let mut shutdown = self.state.shutdown.clone();
         let idle = Duration::from_secs_f64(self.state.cfg.stream_idle_timeout_s);
         let end = loop {
             let msg = tokio::select! {
-                m = inbound.message() => m,
+                m = reads.recv() => m.unwrap_or(Ok(None)),
                 _ = shutdown.wait_for(|s| *s) => break End::Finish,
                 _ = tokio::time::sleep(idle) => break End::Fail(status(Error::new(
                     ErrorKind::Timeout,
@@ -167,11 +224,18 @@ impl Call {
             };
             match msg {
                 Ok(Some(m)) => match m.streaming_request {
-                    Some(StreamingRequest::AudioContent(bytes)) => match self.audio(&bytes).await {
-                        Ok(true) => {}
-                        Ok(false) => break End::Gone,
-                        Err(e) => break End::Fail(status(e)),
-                    },
+                    Some(StreamingRequest::AudioContent(bytes)) => {
+                        let fed = self.audio(&bytes).await;
+                        lock(&self.lag).handled();
+                        match fed {
+                            Ok(true) => {}
+                            Ok(false) => break End::Gone,
+                            Err(e) => break End::Fail(status(e)),
+                        }
+                        if let Some(shed) = self.shed() {
+                            break End::Fail(shed);
+                        }
+                    }
                     Some(StreamingRequest::StreamingConfig(_)) => {
                         break End::Fail(Status::invalid_argument(
                             "streaming_config may only come first",
@@ -183,6 +247,9 @@ impl Call {
                 Err(_) => break End::Gone,
             }
         };
+        // Audio read ahead and not fed is not transcribed.
+        reads.close();
+        lock(&self.lag).clear();
         let failure = match end {
             End::Gone => return,
             End::Finish => None,
@@ -195,6 +262,25 @@ impl Call {
         if let Some(s) = failure {
             let _ = self.tx.send(Err(s)).await;
         }
+    }
+
+    /// `RESOURCE_EXHAUSTED` when this call should end to let the other streams catch up: it is
+    /// more than `stream_max_lag_s` behind, the newest stream that is, and not the only one.
+    fn shed(&self) -> Option<Status> {
+        let max_lag = self.state.cfg.stream_max_lag_s;
+        let lag = lock(&self.lag);
+        if !lag.should_shed(max_lag) {
+            return None;
+        }
+        self.state.metrics.streams_shed.inc();
+        Some(status(Error::new(
+            ErrorKind::Overloaded,
+            format!(
+                "the server is {:.1} s behind this stream (stream_max_lag_s is {max_lag}); the \
+                 audio not yet transcribed is dropped and the stream is ended; retry later",
+                lag.lag()
+            ),
+        )))
     }
 
     /// Takes one chunk: whole frames go to the session. `Ok(false)`: the client is gone.
