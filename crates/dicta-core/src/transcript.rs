@@ -154,6 +154,10 @@ pub struct Stats {
     /// How long-form audio was processed ("sequential" or "batched"), when relevant.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub long_form_mode: Option<String>,
+    /// The numeric type the model ran in ("float32" or "int8": what `default` resolved to on
+    /// this CPU), for Whisper and Moonshine models.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub compute_type: Option<String>,
     /// Peak resident set size in bytes, when measured.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub peak_rss_bytes: Option<u64>,
@@ -212,6 +216,9 @@ impl Stats {
         }
         if other.long_form_mode.is_some() {
             self.long_form_mode = other.long_form_mode;
+        }
+        if other.compute_type.is_some() {
+            self.compute_type = other.compute_type;
         }
         self.peak_rss_bytes = match (self.peak_rss_bytes, other.peak_rss_bytes) {
             (Some(a), Some(b)) => Some(a.max(b)),

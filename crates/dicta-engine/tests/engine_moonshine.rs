@@ -86,6 +86,13 @@ fn detected_and_batched_equals_alone() {
         .map(|c| Input::from_samples(*c, samples(c)))
         .collect();
     let together = e.transcribe_with(&inputs, &greedy());
+    // `default` runs the stored 8-bit weights where the CPU has int8 kernels, and says so.
+    let ct = if dicta_models::kernels::int8::int8_fast() {
+        "int8"
+    } else {
+        "float32"
+    };
+    assert_eq!(together.stats.compute_type.as_deref(), Some(ct));
     let alone = engine(1).unwrap();
     for (i, input) in inputs.iter().enumerate() {
         let a = alone

@@ -456,6 +456,16 @@ impl Engine {
         &self.model_dir
     }
 
+    /// The numeric type the model runs in (`default` resolved for this CPU); `None` for CTC
+    /// models, which have one.
+    pub fn compute_type(&self) -> Option<dicta_models::whisper::ComputeType> {
+        match &self.backend {
+            Backend::Whisper(w) => Some(w.compute_type()),
+            Backend::Moonshine(m) => Some(m.compute_type),
+            Backend::Ctc(_) => None,
+        }
+    }
+
     /// The family of the loaded model.
     pub fn family(&self) -> ModelFamily {
         match self.backend {
@@ -550,6 +560,7 @@ impl Engine {
             let start = Instant::now();
             let mut stats = Stats {
                 inputs: inputs.len(),
+                compute_type: self.compute_type().map(|c| c.as_str().to_string()),
                 ..Stats::default()
             };
             let refuse = |msg: &str| {
