@@ -5,6 +5,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod common;
+
 const LABELS: [&str; 8] = ["<pad>", "|", "a", "c", "t", "h", "e", "o"];
 
 fn temp_dir(tag: &str) -> PathBuf {
@@ -60,17 +62,10 @@ fn frames_for(text: &str) -> Vec<usize> {
 }
 
 fn run(args: &[&str]) -> Vec<serde_json::Value> {
-    let out = Command::new(env!("CARGO_BIN_EXE_dicta"))
-        .arg("decode")
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
+    let args: Vec<&str> = std::iter::once("decode")
+        .chain(args.iter().copied())
+        .collect();
+    String::from_utf8(common::dicta_stdout(&args))
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())

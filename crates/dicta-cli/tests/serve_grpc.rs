@@ -10,7 +10,7 @@ mod common;
 use std::process::Command;
 
 use common::server::Server;
-use common::{model_dir, python_has, DATA};
+use common::{dicta_json, model_dir, python_has, DATA};
 
 #[test]
 fn the_riva_client_works_against_the_grpc_port() {
@@ -37,18 +37,16 @@ fn the_riva_client_works_against_the_grpc_port() {
     let wav22 = format!("{DATA}/coqui_tts/LJ001-0001.wav");
     // The expected texts are the CLI's, with the server's settings (greedy, no VAD).
     let cli_text = |wav: &str| {
-        let out = Command::new(env!("CARGO_BIN_EXE_dicta"))
-            .args(["transcribe", "--quiet", "--beam-size", "1", "--model"])
-            .arg(&model)
-            .arg(wav)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let model = model.to_string_lossy();
+        let v = dicta_json(&[
+            "transcribe",
+            "--quiet",
+            "--beam-size",
+            "1",
+            "--model",
+            &model,
+            wav,
+        ]);
         v["results"][0]["text"].as_str().unwrap().trim().to_string()
     };
     let expect16 = cli_text(&wav16);

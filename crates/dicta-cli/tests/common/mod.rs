@@ -90,6 +90,26 @@ pub fn speaker_dir() -> Option<PathBuf> {
 }
 
 /// Standard base64 (for `/transcribe`'s `audio_base64`).
+/// Runs this crate's `dicta` binary with `args` and returns its standard output; panics with its
+/// standard error when it fails.
+pub fn dicta_stdout<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Vec<u8> {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_dicta"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "dicta failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// [`dicta_stdout`] parsed as one JSON document.
+pub fn dicta_json<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> serde_json::Value {
+    serde_json::from_slice(&dicta_stdout(args)).unwrap()
+}
+
 pub fn base64(bytes: &[u8]) -> String {
     use base64::Engine as _;
     base64::engine::general_purpose::STANDARD.encode(bytes)
