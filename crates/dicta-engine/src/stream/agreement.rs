@@ -19,7 +19,8 @@ const TIME_SLACK: f64 = 0.1;
 /// The LocalAgreement-2 state of one stream.
 #[derive(Debug, Clone, Default)]
 pub struct LocalAgreement {
-    /// The last few committed words (for n-gram de-duplication).
+    /// The last [`MAX_OVERLAP`] committed words: the last [`MAX_NGRAM`] of them for n-gram
+    /// de-duplication, all of them for aligning a decode after a cut (estimated times).
     committed_tail: Vec<Word>,
     /// End time of the last committed word (seconds from stream start).
     committed_end: f64,
@@ -31,8 +32,6 @@ pub struct LocalAgreement {
     /// hypothesis does not start with the committed words of the buffer, the committed words
     /// it re-says are found by aligning its start with the committed text, never by time.
     estimated_times: bool,
-    /// The last [`MAX_OVERLAP`] committed words (estimated-times mode).
-    recent: Vec<Word>,
     /// The buffer was cut since the last hypothesis (estimated-times mode): its committed
     /// words were sorted by estimated times from an older decode, so they are not trusted.
     cut: bool,
@@ -67,17 +66,23 @@ fn is_filler(w: &Word) -> bool {
 /// "levels" / "level"): at most a third of the longer one's characters differ.
 fn similar(a: &str, b: &str) -> bool {
     let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    3 * edit_row(&a, &b)[b.len()] <= a.len().max(b.len())
+}
+
+/// Edit distances (unit substitutions, insertions, deletions) between all of `a` and each
+/// prefix of `b`: `row[j]` is the distance to `b[..j]`.
+fn edit_row<T: PartialEq>(a: &[T], b: &[T]) -> Vec<usize> {
     let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.iter().enumerate() {
+    for (i, x) in a.iter().enumerate() {
         let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(ca != cb))
+        for (j, y) in b.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(x != y))
                 .min(prev[j + 1] + 1)
                 .min(cur[j] + 1);
         }
         prev = cur;
     }
-    3 * prev[b.len()] <= a.len().max(b.len())
+    prev
 }
 
 /// How many words at the start of `hypothesis` re-say the end of `committed`: the prefix
@@ -193,7 +198,7 @@ impl LocalAgreement {
             // The first decode after a cut, with estimated times: which committed words the
             // cut kept was a guess from an older decode's estimates, so the words this one
             // re-says are found by text alone (none, when its start matches nothing).
-            Some(overlap(&self.recent, &hypothesis))
+            Some(overlap(&self.committed_tail, &hypothesis))
         } else {
             None
         };
@@ -244,18 +249,8 @@ impl LocalAgreement {
         let committed: Vec<String> = self.in_buffer.iter().map(|w| key(&w.word)).collect();
         let max_j = hypothesis.len().min(n + n / 2 + 2);
         let hyp: Vec<String> = hypothesis[..max_j].iter().map(|w| key(&w.word)).collect();
-        // prev[j]: edit distance between the committed words so far and hyp[..j].
-        let mut prev: Vec<usize> = (0..=max_j).collect();
-        for (i, c) in committed.iter().enumerate() {
-            let mut cur = vec![i + 1; max_j + 1];
-            for j in 1..=max_j {
-                cur[j] = (prev[j - 1] + usize::from(*c != hyp[j - 1]))
-                    .min(prev[j] + 1)
-                    .min(cur[j - 1] + 1);
-            }
-            prev = cur;
-        }
-        let (best, dist) = prev
+        let row = edit_row(&committed, &hyp);
+        let (best, dist) = row
             .iter()
             .enumerate()
             .min_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(&a.0)))?;
@@ -311,13 +306,8 @@ impl LocalAgreement {
             self.committed_end = w.end;
         }
         self.committed_tail.extend_from_slice(words);
-        if self.estimated_times {
-            self.recent.extend_from_slice(words);
-            let excess = self.recent.len().saturating_sub(MAX_OVERLAP);
-            self.recent.drain(..excess);
-        }
         self.in_buffer.extend_from_slice(words);
-        let excess = self.committed_tail.len().saturating_sub(MAX_NGRAM);
+        let excess = self.committed_tail.len().saturating_sub(MAX_OVERLAP);
         self.committed_tail.drain(..excess);
     }
 }
