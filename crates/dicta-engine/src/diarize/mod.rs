@@ -221,11 +221,7 @@ fn assign(emb: &[Vec<f32>], opts: &DiarizeOptions) -> Vec<usize> {
         if k_now <= lo || k_now == 1 {
             break;
         }
-        // Cluster sums (cosine needs no division by the size).
-        let mut centroids = vec![vec![0f32; emb[0].len()]; k_now];
-        for (e, &l) in emb.iter().zip(&labels) {
-            centroids[l].iter_mut().zip(e).for_each(|(a, b)| *a += b);
-        }
+        let centroids = cluster_sums(emb, &labels, k_now);
         let me = &centroids[small];
         let target = (0..k_now)
             .filter(|&c| c != small)
@@ -245,10 +241,9 @@ fn assign(emb: &[Vec<f32>], opts: &DiarizeOptions) -> Vec<usize> {
     }
     if tracing::enabled!(tracing::Level::DEBUG) {
         let k_now = labels.iter().max().map_or(0, |m| m + 1);
-        let mut centroids = vec![vec![0f32; emb[0].len()]; k_now];
+        let centroids = cluster_sums(emb, &labels, k_now);
         let mut sizes = vec![0usize; k_now];
-        for (e, &l) in emb.iter().zip(&labels) {
-            centroids[l].iter_mut().zip(e).for_each(|(a, b)| *a += b);
+        for &l in &labels {
             sizes[l] += 1;
         }
         let mut pairs = Vec::new();
@@ -260,6 +255,15 @@ fn assign(emb: &[Vec<f32>], opts: &DiarizeOptions) -> Vec<usize> {
         tracing::debug!(?sizes, ?pairs, "speaker clusters");
     }
     labels
+}
+
+/// The sum of each of the `k` clusters' embeddings (cosine needs no division by the size).
+fn cluster_sums(emb: &[Vec<f32>], labels: &[usize], k: usize) -> Vec<Vec<f32>> {
+    let mut sums = vec![vec![0f32; emb[0].len()]; k];
+    for (e, &l) in emb.iter().zip(labels) {
+        sums[l].iter_mut().zip(e).for_each(|(a, b)| *a += b);
+    }
+    sums
 }
 
 /// Turns from the windows' owned spans: neighbouring spans of one speaker join.
