@@ -6,11 +6,14 @@ Run from the repository root (after `cargo build --release -p dicta-cli`):
 
     pip install jiwer whisper-normalizer
     python3 tools/compute_type_dev.py float32,int8 [--model tiny.en] [--dicta target/release/dicta]
+    python3 tools/compute_type_dev.py float32,int8 --model base --all-languages
 
 Each compute type is one `dicta transcribe` process over all items (16 kHz WAV copies where the
 manifest has them) with default decoding (beam 5, temperature fallback, 2 threads); the wall time
 includes loading the model. WER: Whisper English normalizer, jiwer, corpus level; an empty
-transcript scores as all deletions.
+transcript scores as all deletions. `--all-languages` (multilingual models) adds the Swedish and
+Spanish items: language detected by the model, Whisper's basic normalizer, WER per language and
+over all items.
 """
 import argparse
 import json
@@ -20,6 +23,7 @@ import tempfile
 import time
 
 import jiwer
+from whisper_normalizer.basic import BasicTextNormalizer
 from whisper_normalizer.english import EnglishTextNormalizer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -32,10 +36,14 @@ def main():
     ap.add_argument("--model", default="tiny.en")
     ap.add_argument("--dicta", default=os.path.join(HERE, "../target/release/dicta"))
     ap.add_argument("--threads", default="2")
+    ap.add_argument("--all-languages", action="store_true",
+                    help="also the non-English items with a reference (multilingual models)")
     args = ap.parse_args()
-    norm = EnglishTextNormalizer()
+    english, basic = EnglishTextNormalizer(), BasicTextNormalizer()
     rows = [json.loads(line) for line in open(os.path.join(DATA, "manifest.jsonl"))]
-    items = [r for r in rows if r.get("language") == "en" and r.get("text")]
+    items = [r for r in rows if r.get("text") and "+" not in r.get("language", "+")
+             and (args.all_languages or r.get("language") == "en")]
+    langs = sorted({r["language"] for r in items})
     files = [os.path.join(DATA, r.get("audio_16k_wav") or r["audio"]) for r in items]
     texts = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -48,9 +56,17 @@ def main():
             wall = time.time() - t0
             got = {r["audio"]: r.get("text") or "" for r in json.load(open(out))["results"]}
             texts[ct] = [got.get(f, "") for f in files]
-            pairs = [(norm(it["text"]), norm(h)) for it, h in zip(items, texts[ct]) if norm(it["text"]).strip()]
-            wer = jiwer.wer([r for r, _ in pairs], [h if h.strip() else "<empty>" for _, h in pairs])
-            print(f"{ct}: {len(pairs)} items, WER {wer * 100:.2f}%, wall {wall:.1f} s", flush=True)
+            pairs = []
+            for it, h in zip(items, texts[ct]):
+                norm = english if it["language"] == "en" else basic
+                if norm(it["text"]).strip():
+                    pairs.append((it["language"], norm(it["text"]), norm(h)))
+            parts = []
+            for lang in langs + (["all"] if len(langs) > 1 else []):
+                sel = [(r, h) for la, r, h in pairs if lang in ("all", la)]
+                wer = jiwer.wer([r for r, _ in sel], [h if h.strip() else "<empty>" for _, h in sel])
+                parts.append(f"{lang} {len(sel)} items WER {wer * 100:.2f}%")
+            print(f"{ct}: {', '.join(parts)}, wall {wall:.1f} s", flush=True)
     cts = list(texts)
     for other in cts[1:]:
         differ = sum(a != b for a, b in zip(texts[cts[0]], texts[other]))

@@ -107,9 +107,9 @@ pub struct TranscribeArgs {
     /// CPU threads for the model (default: all cores).
     #[arg(long, env = "DICTA_THREADS")]
     pub threads: Option<usize>,
-    /// Numeric type: default (the model's own: float32 for Whisper, int8 for Moonshine),
-    /// float32, or int8 (every linear layer int8; needs an x86 CPU with AVX512-VNNI/AVX-VNNI,
-    /// otherwise float32 is used with a warning).
+    /// Numeric type: default (int8 on x86 CPUs with AVX512-VNNI/AVX-VNNI, float32 elsewhere),
+    /// float32 (the reference, token-identical to faster-whisper float32), or int8 (every
+    /// linear layer int8; without VNNI float32 is used with a warning).
     #[arg(long, env = "DICTA_COMPUTE_TYPE", default_value = "default", value_parser = parse_compute_type)]
     pub compute_type: ComputeType,
     /// Speculative decoding (Whisper, greedy: with `--beam-size 1`): a smaller Whisper model

@@ -43,7 +43,8 @@ fn openai_sdk_translates_and_reports_the_detected_language() {
         return;
     }
     let it = item();
-    let server = Server::start(&model, &["--no-vad"]);
+    // float32: the expected texts are faster-whisper float32's.
+    let server = Server::start(&model, &["--no-vad", "--compute-type", "float32"]);
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/serve_multilingual_check.py"
@@ -118,7 +119,12 @@ fn cli_task_translate_and_language_flags_on_base() {
                 "--temperature",
                 "0",
             ])
-            .args(["--no-condition-on-previous-text", "--model"])
+            .args([
+                "--no-condition-on-previous-text",
+                "--compute-type",
+                "float32",
+            ])
+            .arg("--model")
             .arg(&model)
             .args(extra)
             .arg(&wav)

@@ -17,7 +17,7 @@ use dicta_engine::stream::{
 };
 use dicta_engine::{Engine, EngineConfig, Input};
 use dicta_models::ctc::load_ctc_model;
-use dicta_models::whisper::Whisper;
+use dicta_models::whisper::{LoadOptions, Whisper};
 
 const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data");
 
@@ -112,7 +112,8 @@ fn whisper_engine_session_equals_stream_engine() {
     let Some(dir) = whisper_dir() else { return };
     let cfg = stream_config(4, 5, 1.0);
     let engine = engine_with(&dir, cfg);
-    let model = Arc::new(Whisper::load(&dir, &Device::Cpu).unwrap());
+    // The engine's default compute type, so both sides run the same numbers.
+    let model = Arc::new(Whisper::load_with(&dir, &Device::Cpu, &LoadOptions::default()).unwrap());
     let reference = StreamEngine::whisper(
         model,
         engine.stream_decode_options(),

@@ -12,6 +12,7 @@ use dicta_core::ErrorKind;
 use dicta_engine::vad::{Vad, VadOptions};
 use dicta_engine::whisper::DecodeOptions;
 use dicta_engine::{Engine, EngineConfig, Input};
+use dicta_models::whisper::ComputeType;
 use serde_json::Value;
 
 const SR: usize = 16_000;
@@ -26,8 +27,10 @@ fn engine() -> Option<&'static Engine> {
     static E: OnceLock<Option<Engine>> = OnceLock::new();
     E.get_or_init(|| {
         let (model, vad) = (whisper_common::model_dir()?, whisper_common::vad_dir()?);
+        // float32: the fixture is faster-whisper float32's output.
         let config = EngineConfig {
             vad_model: Some(vad),
+            compute_type: ComputeType::Float32,
             ..EngineConfig::default()
         };
         Some(Engine::load(&model, config).expect("load tiny.en with VAD"))

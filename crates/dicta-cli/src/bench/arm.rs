@@ -28,7 +28,7 @@ pub struct ArmSpec {
 
 impl ArmSpec {
     /// Dicta's in-process engine, in a `dicta bench worker` child of this very binary.
-    /// The arm is labelled `dicta` for float32 and `dicta-<type>` otherwise.
+    /// The arm is labelled `dicta` for float32 (the reference) and `dicta-<type>` otherwise.
     pub fn dicta(
         model: &Path,
         threads: Option<usize>,
@@ -46,7 +46,7 @@ impl ArmSpec {
             args.extend(["--threads".into(), n.to_string()]);
         }
         args.extend(["--compute-type".into(), compute_type.to_string()]);
-        let label = if compute_type == "float32" || compute_type == "default" {
+        let label = if compute_type == "float32" {
             "dicta".to_string()
         } else {
             format!("dicta-{compute_type}")

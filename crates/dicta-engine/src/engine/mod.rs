@@ -144,8 +144,8 @@ pub struct EngineConfig {
     pub lookahead_windows: Option<usize>,
     /// Streaming sessions ([`Engine::open_session`]): batching, step, session limit.
     pub stream: crate::stream::StreamConfig,
-    /// Whisper: numeric type of the decoder weights (`Float32`, or `Int8` where the CPU has
-    /// fast int8 kernels); CTC models run in float32.
+    /// Whisper and Moonshine: numeric type of the weights (`Auto`: int8 where the CPU has fast
+    /// int8 kernels, else float32; `Float32` is the reference path); CTC models run in float32.
     pub compute_type: dicta_models::whisper::ComputeType,
     /// Voice activity detector loaded with the model (an `.onnx` file or a folder holding
     /// `silero_vad_v6.onnx`), needed by calls with [`DecodeOptions::vad`]; none by default.

@@ -59,9 +59,13 @@ impl std::fmt::Debug for Whisper {
 
 impl Whisper {
     /// Detects the folder format (`model.bin` → CTranslate2; `model.safetensors` → Hugging Face) and
-    /// loads in f32 on `device`.
+    /// loads in float32 on `device`: the reference path, token-identical to faster-whisper
+    /// float32. [`Whisper::load_with`] with default options picks int8 where the CPU has it.
     pub fn load(dir: &Path, device: &Device) -> Result<Self> {
-        Self::load_with(dir, device, &LoadOptions::default())
+        let opts = LoadOptions {
+            compute_type: ComputeType::Float32,
+        };
+        Self::load_with(dir, device, &opts)
     }
 
     /// Like [`Whisper::load`], with the compute type (and future options) in `opts`.
@@ -82,12 +86,17 @@ impl Whisper {
             )));
         };
         config.validate(&weights.source)?;
-        // Whisper's own choice is float32 (token-identical to faster-whisper float32).
+        // The default is the fastest type whose dev-set WER stays within 0.3 points of float32
+        // (issue #13's rule): int8 where the CPU has VNNI int8 dot products (tiny.en 18.91% both,
+        // 1.5-2.4x faster; docs/benchmarks.md), float32 elsewhere. float32 stays the reference
+        // that is token-identical to faster-whisper float32.
+        let fast = device.is_cpu() && crate::kernels::int8::int8_fast();
         let mut ct = match opts.compute_type {
+            ComputeType::Auto if fast => ComputeType::Int8,
             ComputeType::Auto => ComputeType::Float32,
             ct => ct,
         };
-        if ct == ComputeType::Int8 && device.is_cpu() && !crate::kernels::int8::int8_fast() {
+        if ct == ComputeType::Int8 && device.is_cpu() && !fast {
             tracing::warn!(
                 "int8 needs a CPU with VNNI int8 dot products (AVX512-VNNI or AVX-VNNI); \
                  computing in float32, which is faster here"
