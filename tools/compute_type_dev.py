@@ -59,8 +59,9 @@ def main():
             pairs = []
             for it, h in zip(items, texts[ct]):
                 norm = english if it["language"] == "en" else basic
-                if norm(it["text"]).strip():
-                    pairs.append((it["language"], norm(it["text"]), norm(h)))
+                ref = norm(it["text"])
+                if ref.strip():
+                    pairs.append((it["language"], ref, norm(h)))
             parts = []
             for lang in langs + (["all"] if len(langs) > 1 else []):
                 sel = [(r, h) for la, r, h in pairs if lang in ("all", la)]
