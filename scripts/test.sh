@@ -25,6 +25,9 @@ cargo test --workspace --release
 DICTA_FUZZ_SEED="${DICTA_FUZZ_SEED:-1}" DICTA_FUZZ_SECONDS="${DICTA_FUZZ_SECONDS:-10}" \
     cargo test --workspace --release --tests -- --ignored fuzz_
 
+# The wheel below reuses this build only while python/Cargo.toml's feature pins hold.
+./scripts/feature_pins.sh
+
 # The Python package as a newcomer installs it: `pip install ./python` into a new venv (maturin
 # reuses the release build above), then its tests against the binary, Ray Data included.
 target_dir="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)"
