@@ -49,6 +49,22 @@ impl HeadsView<'_> {
 ///
 /// Non-CPU or non-f32 tensors take candle's matmul/softmax path.
 pub fn self_attention(q: &Tensor, k: &Tensor, v: &Tensor) -> candle_core::Result<Tensor> {
+    self_attention_with(q, k, v, false)
+}
+
+/// [`self_attention`] for the int8 compute type: both products on the byte kernels
+/// ([`super::int8::attention`]) where the CPU has one ([`super::int8::int8_fast`]), else the
+/// float32 kernel.
+pub fn self_attention_int8(q: &Tensor, k: &Tensor, v: &Tensor) -> candle_core::Result<Tensor> {
+    self_attention_with(q, k, v, super::int8::int8_fast())
+}
+
+fn self_attention_with(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    int8: bool,
+) -> candle_core::Result<Tensor> {
     let (n, h, t, dh) = q.dims4()?;
     if k.dims4()? != (n, h, t, dh) || v.dims4()? != (n, h, t, dh) {
         candle_core::bail!(
@@ -75,7 +91,12 @@ pub fn self_attention(q: &Tensor, k: &Tensor, v: &Tensor) -> candle_core::Result
         heads_view(&vs, vl)?,
     );
     let mut out = vec![0f32; n * t * h * dh];
-    self_attention_at(Level::best(), qv, kv, vv, (n, h, t, dh), &mut out);
+    if int8 {
+        let level = super::int8::Level::best();
+        super::int8::attention::self_attention_i8_at(level, qv, kv, vv, (n, h, t, dh), &mut out);
+    } else {
+        self_attention_at(Level::best(), qv, kv, vv, (n, h, t, dh), &mut out);
+    }
     Tensor::from_vec(out, (n, t, h * dh), q.device())
 }
 
@@ -224,7 +245,7 @@ fn attend_range(
     }
 }
 
-fn softmax_at(level: Level, row: &mut [f32]) {
+pub(super) fn softmax_at(level: Level, row: &mut [f32]) {
     match level {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the caller checked the level against the CPU (AVX-512 CPUs have AVX2 and FMA).

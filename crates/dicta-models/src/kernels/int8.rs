@@ -20,6 +20,7 @@ use rayon::prelude::*;
 use std::sync::OnceLock;
 
 mod asym;
+pub mod attention;
 pub use asym::{matmul_u8_asym, PackedU8Asym};
 
 /// Output channels per panel (one 512-bit register of `i32`).
@@ -103,8 +104,30 @@ impl PackedI8 {
         assert_eq!(w.len(), n * k, "weights are not [n, k]");
         let mut q = vec![0i8; n * k];
         let mut scales = vec![0f32; n];
+        let mut bytes = vec![0u8; k];
+        #[cfg(target_arch = "x86_64")]
+        let avx2 = is_x86_feature_detected!("avx2");
         for c in 0..n {
             let row = &w[c * k..(c + 1) * k];
+            // The activations' vectorised quantizer gives the same bytes (the same scale, and
+            // round-half-even through a magic constant); rows it flags (zero, non-finite) take
+            // the plain loop below. Also quantizes the encoder's keys per call.
+            #[cfg(target_arch = "x86_64")]
+            let scale = if avx2 {
+                // SAFETY: AVX2 was detected above.
+                unsafe { quantize_row_avx2(row, &mut bytes) }
+            } else {
+                quantize_row(row, &mut bytes)
+            };
+            #[cfg(not(target_arch = "x86_64"))]
+            let scale = quantize_row(row, &mut bytes);
+            if scale.is_finite() && scale > 0.0 {
+                for (o, &b) in q[c * k..(c + 1) * k].iter_mut().zip(&bytes) {
+                    *o = (i32::from(b) - 128) as i8;
+                }
+                scales[c] = scale;
+                continue;
+            }
             let amax = row.iter().fold(0f32, |m, v| m.max(v.abs()));
             // An all-zero channel quantizes to zeros (any scale will do).
             let (scale, inv) = if amax > 0.0 {
@@ -130,12 +153,13 @@ impl PackedI8 {
         let mut comp = vec![0i32; n_pad];
         for c in 0..n {
             let (panel, lane) = (c / PANEL, c % PANEL);
-            for kk in 0..k {
-                let v = q[c * k + kk];
-                let group = kk / 4;
-                data[((panel * (k4 / 4) + group) * PANEL + lane) * 4 + kk % 4] = v;
-                comp[c] += 128 * i32::from(v);
+            let row = &q[c * k..(c + 1) * k];
+            let base = panel * (k4 / 4) * PANEL * 4 + lane * 4;
+            for (g, four) in row.chunks(4).enumerate() {
+                let at = base + g * PANEL * 4;
+                data[at..at + four.len()].copy_from_slice(four);
             }
+            comp[c] = 128 * row.iter().map(|&v| i32::from(v)).sum::<i32>();
         }
         let mut s = scales.to_vec();
         s.resize(n_pad, 0.0);
@@ -663,9 +687,15 @@ mod tests {
 
     #[test]
     fn prequantized_weights_pack_like_quantized_ones() {
-        let (n, k) = (20, 12);
+        // k not a multiple of 4; a zero row and one of tiny values (the vectorised quantizer's
+        // special cases) among ordinary rows.
+        let (n, k) = (20, 13);
         let mut seed = 7u64;
-        let w: Vec<f32> = (0..n * k).map(|_| lcg(&mut seed)).collect();
+        let mut w: Vec<f32> = (0..n * k).map(|_| lcg(&mut seed)).collect();
+        w[3 * k..4 * k].fill(0.0);
+        for v in &mut w[5 * k..6 * k] {
+            *v *= 1e-30;
+        }
         let a = PackedI8::quantize(&w, n, k);
         let q: Vec<i8> = (0..n)
             .flat_map(|c| {
@@ -679,5 +709,12 @@ mod tests {
         let b = PackedI8::from_quantized(&q, &a.scales[..n], n, k);
         assert_eq!(a.data, b.data);
         assert_eq!(a.comp, b.comp);
+        for c in 0..n {
+            let amax = w[c * k..(c + 1) * k]
+                .iter()
+                .fold(0f32, |m, v| m.max(v.abs()));
+            let want = if amax > 0.0 { amax / 127.0 } else { 1.0 };
+            assert_eq!(a.scales[c], want, "scale of channel {c}");
+        }
     }
 }
