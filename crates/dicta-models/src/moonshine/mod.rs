@@ -46,18 +46,7 @@ impl MoonshineModel {
     /// does (falling back to float32 on CPUs without int8 kernels); `Float32` dequantizes them.
     /// Errors (`ModelLoad`) name the file and what is missing.
     pub fn load(dir: &Path, ct: ComputeType) -> Result<Self> {
-        let fast = crate::kernels::int8::int8_fast();
-        let ct = match ct {
-            ComputeType::Auto if fast => ComputeType::Int8,
-            ComputeType::Auto => ComputeType::Float32,
-            ComputeType::Int8 if !fast => {
-                tracing::warn!(
-                    "this CPU has no int8 dot-product kernels; Moonshine runs in float32"
-                );
-                ComputeType::Float32
-            }
-            ct => ct,
-        };
+        let ct = ct.resolve(true, "Moonshine");
         let enc = OrtModel::read(&dir.join(ENCODER_FILE))?;
         let dec = OrtModel::read(&dir.join(DECODER_FILE))?;
         let mut tensors = weights::encoder_tensors(&enc)?;

@@ -90,19 +90,7 @@ impl Whisper {
         // (issue #13's rule): int8 where the CPU has VNNI int8 dot products (tiny.en 18.91% both,
         // 1.5-2.4x faster; docs/benchmarks.md), float32 elsewhere. float32 stays the reference
         // that is token-identical to faster-whisper float32.
-        let fast = device.is_cpu() && crate::kernels::int8::int8_fast();
-        let mut ct = match opts.compute_type {
-            ComputeType::Auto if fast => ComputeType::Int8,
-            ComputeType::Auto => ComputeType::Float32,
-            ct => ct,
-        };
-        if ct == ComputeType::Int8 && device.is_cpu() && !fast {
-            tracing::warn!(
-                "int8 needs a CPU with VNNI int8 dot products (AVX512-VNNI or AVX-VNNI); \
-                 computing in float32, which is faster here"
-            );
-            ct = ComputeType::Float32;
-        }
+        let ct = opts.compute_type.resolve(device.is_cpu(), "Whisper");
         let encoder = Encoder::load(&mut weights, &config, device, ct)?;
         let decoder = Decoder::load(&mut weights, &config, device, ct)?;
         if !weights.tensors.is_empty() {

@@ -32,13 +32,37 @@ pub enum ComputeType {
     /// f32 weights and activations everywhere.
     Float32,
     /// int8 weights (per output channel) for every linear layer of encoder and decoder and the
-    /// vocabulary projection, activations quantized per row on the fly; the cross-attention
-    /// keys and values are stored in f16; the convolution stem, attention scores, layer norms
-    /// and the self-attention cache stay f32.
+    /// vocabulary projection, activations quantized per row on the fly; the encoder's
+    /// attention scores from int8 queries and keys; the cross-attention keys and values are
+    /// stored in f16; the convolution stem, softmax and attention-weighted sums, layer norms
+    /// and the decoder's self-attention stay f32.
     Int8,
 }
 
 impl ComputeType {
+    /// The type a `model` loaded with `self` runs in: `Auto` is int8 on a CPU with int8
+    /// dot-product kernels ([`crate::kernels::int8::int8_fast`]) and float32 elsewhere; `Int8`
+    /// falls back to float32, with a warning, where those kernels cannot run (a CPU without
+    /// VNNI, where float32 is faster, or another device, whose layers stay f32), so that stats
+    /// and logs name the type that actually ran.
+    pub fn resolve(self, on_cpu: bool, model: &str) -> ComputeType {
+        let fast = on_cpu && crate::kernels::int8::int8_fast();
+        match self {
+            Self::Auto if fast => Self::Int8,
+            Self::Auto => Self::Float32,
+            Self::Int8 if !fast => {
+                tracing::warn!(
+                    model,
+                    on_cpu,
+                    "int8 needs a CPU with VNNI int8 dot products (AVX512-VNNI or AVX-VNNI); \
+                     computing in float32"
+                );
+                Self::Float32
+            }
+            ct => ct,
+        }
+    }
+
     /// The name used on the command line and in configs (`float32`, `int8`).
     pub fn as_str(self) -> &'static str {
         match self {
@@ -282,6 +306,27 @@ impl CustomOp1 for AsymCall<'_> {
 mod tests {
     use super::*;
     use candle_core::{Device, IndexOp};
+
+    /// The type that runs: int8 only on a CPU with the byte kernels, whether asked for or
+    /// chosen by `Auto`; float32 whenever asked for.
+    #[test]
+    fn compute_types_resolve_to_what_runs() {
+        let fast = crate::kernels::int8::int8_fast();
+        let int8_here = if fast {
+            ComputeType::Int8
+        } else {
+            ComputeType::Float32
+        };
+        assert_eq!(ComputeType::Auto.resolve(true, "test"), int8_here);
+        assert_eq!(ComputeType::Int8.resolve(true, "test"), int8_here);
+        for ct in [ComputeType::Auto, ComputeType::Int8, ComputeType::Float32] {
+            assert_eq!(ct.resolve(false, "test"), ComputeType::Float32, "{ct}");
+        }
+        assert_eq!(
+            ComputeType::Float32.resolve(true, "test"),
+            ComputeType::Float32
+        );
+    }
 
     fn max_abs(t: &Tensor) -> f32 {
         t.abs()
