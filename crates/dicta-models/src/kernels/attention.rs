@@ -52,9 +52,9 @@ pub fn self_attention(q: &Tensor, k: &Tensor, v: &Tensor) -> candle_core::Result
     self_attention_with(q, k, v, false)
 }
 
-/// [`self_attention`] for the int8 compute type: both products on the byte kernels
-/// ([`super::int8::attention`]) where the CPU has one ([`super::int8::int8_fast`]), else the
-/// float32 kernel.
+/// [`self_attention`] with the scores on the byte kernels ([`super::int8::attention`]) where
+/// the CPU has them ([`super::int8::int8_fast`]), else the float32 kernel. Meant for the int8
+/// compute type; not used by the encoder yet (see that module).
 pub fn self_attention_int8(q: &Tensor, k: &Tensor, v: &Tensor) -> candle_core::Result<Tensor> {
     self_attention_with(q, k, v, super::int8::int8_fast())
 }

@@ -111,7 +111,7 @@ impl PackedI8 {
             let row = &w[c * k..(c + 1) * k];
             // The activations' vectorised quantizer gives the same bytes (the same scale, and
             // round-half-even through a magic constant); rows it flags (zero, non-finite) take
-            // the plain loop below. Also quantizes the encoder's keys per call.
+            // the plain loop below. (It also quantizes the int8 attention's keys per call.)
             #[cfg(target_arch = "x86_64")]
             let scale = if avx2 {
                 // SAFETY: AVX2 was detected above.

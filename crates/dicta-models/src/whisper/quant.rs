@@ -32,10 +32,9 @@ pub enum ComputeType {
     /// f32 weights and activations everywhere.
     Float32,
     /// int8 weights (per output channel) for every linear layer of encoder and decoder and the
-    /// vocabulary projection, activations quantized per row on the fly; the encoder's
-    /// attention scores from int8 queries and keys; the cross-attention keys and values are
-    /// stored in f16; the convolution stem, softmax and attention-weighted sums, layer norms
-    /// and the decoder's self-attention stay f32.
+    /// vocabulary projection, activations quantized per row on the fly; the cross-attention
+    /// keys and values are stored in f16; the convolution stem, attention scores, layer norms
+    /// and the self-attention cache stay f32.
     Int8,
 }
 
