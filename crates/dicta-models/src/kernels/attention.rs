@@ -37,8 +37,9 @@ pub struct HeadsView<'a> {
 }
 
 impl HeadsView<'_> {
+    /// Row `t` of head `h` of sequence `n` (and everything after it in the storage).
     #[inline(always)]
-    fn at(&self, n: usize, h: usize, t: usize) -> &[f32] {
+    pub(super) fn at(&self, n: usize, h: usize, t: usize) -> &[f32] {
         let s = self.offset + n * self.seq + h * self.head + t * self.row;
         &self.data[s..]
     }
@@ -128,41 +129,43 @@ pub fn self_attention_at(
     dims: (usize, usize, usize, usize),
     out: &mut [f32],
 ) {
-    let (n, h, t, dh) = dims;
     assert!(Level::available().contains(&level), "{level:?} unsupported");
+    let (_, h, t, dh) = dims;
+    split_heads(&[&q, &k, &v], dims, out, |seq, head, q0, q1, out| {
+        attend_range(level, &q, &k, &v, (seq, head, q0, q1), (h, t, dh), out)
+    });
+}
+
+/// Checks the views and the output [N, T, H·Dh] against `dims`, then runs `task(seq, head, q0,
+/// q1, out)` in parallel over every head of every sequence, each head's queries `q0..q1` in
+/// whole blocks of [`MR`]. Each head's queries are split so that there are a few tasks per
+/// thread (a batch of one window has only H heads); every task packs its head's K and V
+/// again, which costs 2·T·Dh copies against T²·Dh/parts multiply-adds.
+pub(super) fn split_heads(
+    views: &[&HeadsView; 3],
+    (n, h, t, dh): (usize, usize, usize, usize),
+    out: &mut [f32],
+    task: impl Fn(usize, usize, usize, usize, *mut f32) + Sync,
+) {
     assert_eq!(out.len(), n * t * h * dh, "output is not [N, T, H·Dh]");
     if out.is_empty() {
         return;
     }
-    for (x, name) in [(&q, "q"), (&k, "k"), (&v, "v")] {
+    for (x, name) in views.iter().zip(["q", "k", "v"]) {
         let last = x.offset + (n - 1) * x.seq + (h - 1) * x.head + (t - 1) * x.row + dh;
         assert!(last <= x.data.len(), "{name} view out of bounds");
     }
-    // Split each head's queries so that there are a few tasks per thread (a batch of one
-    // window has only H heads); every task packs its head's K and V again, which costs
-    // 2·T·Dh copies against T²·Dh/parts multiply-adds.
     let blocks = t.div_ceil(MR);
     let want = 4 * rayon::current_num_threads();
     let parts = want.div_ceil(n * h).clamp(1, blocks);
     let per_part = blocks.div_ceil(parts) * MR;
     let ptr = OutPtr(out.as_mut_ptr());
-    (0..n * h * parts).into_par_iter().for_each(|task| {
-        let (nh, part) = (task / parts, task % parts);
-        let (seq, head) = (nh / h, nh % h);
+    (0..n * h * parts).into_par_iter().for_each(|i| {
+        let (nh, part) = (i / parts, i % parts);
         let q0 = part * per_part;
-        if q0 >= t {
-            return;
+        if q0 < t {
+            task(nh / h, nh % h, q0, (q0 + per_part).min(t), ptr.get());
         }
-        let q1 = (q0 + per_part).min(t);
-        attend_range(
-            level,
-            &q,
-            &k,
-            &v,
-            (seq, head, q0, q1),
-            (h, t, dh),
-            ptr.get(),
-        );
     });
 }
 
@@ -178,18 +181,15 @@ fn attend_range(
 ) {
     // Kᵀ [Dh][tp] and V [T][dhp], zero-padded to whole tiles.
     let tp = t.next_multiple_of(NC);
-    let dhp = dh.next_multiple_of(NC);
     let mut kt = vec![0f32; dh * tp];
-    let mut vp = vec![0f32; t * dhp];
     for j in 0..t {
         for (d, &x) in k.at(seq, head, j)[..dh].iter().enumerate() {
             kt[d * tp + j] = x;
         }
-        vp[j * dhp..j * dhp + dh].copy_from_slice(&v.at(seq, head, j)[..dh]);
     }
+    let vp = pack_v(v, seq, head, t, dh);
     let mut qb = vec![0f32; MR * dh];
     let mut s = vec![0f32; MR * tp];
-    let mut o = [0f32; MR * NC];
     for i0 in (q0..q1).step_by(MR) {
         let rows = MR.min(q1 - i0);
         for r in 0..MR {
@@ -216,31 +216,60 @@ fn attend_range(
                 },
             );
         }
-        for r in 0..rows {
-            softmax_at(level, &mut s[r * tp..r * tp + t]);
-        }
-        // Output: the probabilities against NC value columns at a time.
-        for c0 in (0..dh).step_by(NC) {
-            fma_tile(
-                level,
-                TileArgs {
-                    a: &s,
-                    a_stride: tp,
-                    rows: MR,
-                    k: t,
-                    b: &vp[c0..],
-                    b_stride: dhp,
-                    out: &mut o,
-                    out_stride: NC,
-                },
-            );
-            let cols = NC.min(dh - c0);
-            for (r, orow) in o.chunks_exact(NC).enumerate().take(rows) {
-                let at = ((seq * t + i0 + r) * h + head) * dh + c0;
-                // SAFETY: `at..at + cols` lies inside `out` ([N, T, H·Dh], checked by the caller)
-                // and belongs to this task alone (its sequence, head and query rows).
-                unsafe { std::ptr::copy_nonoverlapping(orow.as_ptr(), out.add(at), cols) };
-            }
+        softmax_times_v(level, &mut s, rows, &vp, (seq, head, i0), (h, t, dh), out);
+    }
+}
+
+/// V of one head [T][dhp] (dhp = Dh rounded up to [`NC`], zero-padded) for [`softmax_times_v`].
+pub(super) fn pack_v(v: &HeadsView, seq: usize, head: usize, t: usize, dh: usize) -> Vec<f32> {
+    let dhp = dh.next_multiple_of(NC);
+    let mut vp = vec![0f32; t * dhp];
+    for j in 0..t {
+        vp[j * dhp..j * dhp + dh].copy_from_slice(&v.at(seq, head, j)[..dh]);
+    }
+    vp
+}
+
+/// The end of attention for one block of query rows `i0..i0 + rows` of (`seq`, `head`): the
+/// softmax of their scores (`s`, [`MR`] rows of `s.len() / MR`, keys `..t`), then the
+/// probabilities times V ([`pack_v`]), stored into `out` [N, T, H·Dh] with the heads merged.
+/// Rows past `rows` may hold anything finite (their outputs are dropped).
+pub(super) fn softmax_times_v(
+    level: Level,
+    s: &mut [f32],
+    rows: usize,
+    vp: &[f32],
+    (seq, head, i0): (usize, usize, usize),
+    (h, t, dh): (usize, usize, usize),
+    out: *mut f32,
+) {
+    let tp = s.len() / MR;
+    let dhp = dh.next_multiple_of(NC);
+    let mut o = [0f32; MR * NC];
+    for r in 0..rows {
+        softmax_at(level, &mut s[r * tp..r * tp + t]);
+    }
+    // Output: the probabilities against NC value columns at a time.
+    for c0 in (0..dh).step_by(NC) {
+        fma_tile(
+            level,
+            TileArgs {
+                a: s,
+                a_stride: tp,
+                rows: MR,
+                k: t,
+                b: &vp[c0..],
+                b_stride: dhp,
+                out: &mut o,
+                out_stride: NC,
+            },
+        );
+        let cols = NC.min(dh - c0);
+        for (r, orow) in o.chunks_exact(NC).enumerate().take(rows) {
+            let at = ((seq * t + i0 + r) * h + head) * dh + c0;
+            // SAFETY: `at..at + cols` lies inside `out` ([N, T, H·Dh], checked by
+            // `split_heads`) and belongs to this task alone (its sequence, head and query rows).
+            unsafe { std::ptr::copy_nonoverlapping(orow.as_ptr(), out.add(at), cols) };
         }
     }
 }

@@ -21,9 +21,8 @@
 //! session 16). Find that before turning it on.
 
 use super::{quantize_rows, tile_at, Level, PackedI8, MR, NR, PANEL};
-use crate::kernels::attention::{softmax_at, HeadsView};
-use crate::kernels::tile::{fma_tile, Level as F32Level, OutPtr, TileArgs, NC};
-use rayon::prelude::*;
+use crate::kernels::attention::{pack_v, softmax_times_v, split_heads, HeadsView};
+use crate::kernels::tile::Level as F32Level;
 
 /// [`crate::kernels::attention::self_attention_at`] with int8 products at byte-kernel `level`
 /// (which the CPU must support): q, k, v [N, H, T, Dh] views (q already scaled) → `out`
@@ -39,39 +38,13 @@ pub fn self_attention_i8_at(
     dims: (usize, usize, usize, usize),
     out: &mut [f32],
 ) {
-    let (n, h, t, dh) = dims;
     assert!(
         Level::available().contains(&level),
         "this CPU cannot run {level:?}"
     );
-    assert_eq!(out.len(), n * t * h * dh, "output is not [N, T, H·Dh]");
-    if out.is_empty() {
-        return;
-    }
-    for (x, name) in [(&q, "q"), (&k, "k"), (&v, "v")] {
-        let last = x.offset + (n - 1) * x.seq + (h - 1) * x.head + (t - 1) * x.row + dh;
-        assert!(last <= x.data.len(), "{name} view out of bounds");
-    }
-    // The same split as the f32 kernel: a few tasks per thread, each packing its head's k and v.
-    let blocks = t.div_ceil(MR);
-    let want = 4 * rayon::current_num_threads();
-    let parts = want.div_ceil(n * h).clamp(1, blocks);
-    let per_part = blocks.div_ceil(parts) * MR;
-    let ptr = OutPtr(out.as_mut_ptr());
-    (0..n * h * parts).into_par_iter().for_each(|task| {
-        let (nh, part) = (task / parts, task % parts);
-        let (seq, head) = (nh / h, nh % h);
-        let q0 = part * per_part;
-        if q0 < t {
-            let q1 = (q0 + per_part).min(t);
-            attend_range(
-                level,
-                [&q, &k, &v],
-                (seq, head, q0, q1),
-                (h, t, dh),
-                ptr.get(),
-            );
-        }
+    let (_, h, t, dh) = dims;
+    split_heads(&[&q, &k, &v], dims, out, |seq, head, q0, q1, out| {
+        attend_range(level, [&q, &k, &v], (seq, head, q0, q1), (h, t, dh), out)
     });
 }
 
@@ -83,30 +56,22 @@ fn attend_range(
     (h, t, dh): (usize, usize, usize),
     out: *mut f32,
 ) {
-    fn at<'a>(x: &HeadsView<'a>, seq: usize, head: usize, j: usize, dh: usize) -> &'a [f32] {
-        let s = x.offset + seq * x.seq + head * x.head + j * x.row;
-        &x.data[s..s + dh]
-    }
-    // k [T, Dh] per key row, for the byte tiles; V [T][dhp] for the f32 tiles, zero-padded to
-    // whole tiles.
-    let dhp = dh.next_multiple_of(NC);
+    // k [T, Dh] per key row, for the byte tiles.
     let mut kf = Vec::with_capacity(t * dh);
-    let mut vp = vec![0f32; t * dhp];
     for j in 0..t {
-        kf.extend_from_slice(at(k, seq, head, j, dh));
-        vp[j * dhp..j * dhp + dh].copy_from_slice(at(v, seq, head, j, dh));
+        kf.extend_from_slice(&k.at(seq, head, j)[..dh]);
     }
+    let vp = pack_v(v, seq, head, t, dh);
     let pk = PackedI8::quantize(&kf, t, dh);
     let tp = pk.n_pad;
     let f32_level = F32Level::best();
     let mut qb = vec![0f32; MR * dh];
     let mut s = vec![0f32; MR * tp];
-    let mut o = [0f32; MR * NC];
     let mut tile = [[0i32; NR]; MR];
     for i0 in (q0..q1).step_by(MR) {
         let rows = MR.min(q1 - i0);
         for r in 0..rows {
-            qb[r * dh..(r + 1) * dh].copy_from_slice(at(q, seq, head, i0 + r, dh));
+            qb[r * dh..(r + 1) * dh].copy_from_slice(&q.at(seq, head, i0 + r)[..dh]);
         }
         let (a, sa) = quantize_rows(&qb[..rows * dh], rows, dh, pk.k4);
         for pair in 0..tp / NR {
@@ -121,33 +86,15 @@ fn attend_range(
                 }
             }
         }
-        for r in 0..rows {
-            softmax_at(f32_level, &mut s[r * tp..r * tp + t]);
-        }
-        // The tile reads keys `..t` only; rows past `rows` hold stale finite values and their
-        // outputs are dropped.
-        for c0 in (0..dh).step_by(NC) {
-            fma_tile(
-                f32_level,
-                TileArgs {
-                    a: &s,
-                    a_stride: tp,
-                    rows: MR,
-                    k: t,
-                    b: &vp[c0..],
-                    b_stride: dhp,
-                    out: &mut o,
-                    out_stride: NC,
-                },
-            );
-            let cols = NC.min(dh - c0);
-            for (r, orow) in o.chunks_exact(NC).enumerate().take(rows) {
-                let at = ((seq * t + i0 + r) * h + head) * dh + c0;
-                // SAFETY: `at..at + cols` lies inside `out` ([N, T, H·Dh], checked by the caller)
-                // and belongs to this task alone (its sequence, head and query rows).
-                unsafe { std::ptr::copy_nonoverlapping(orow.as_ptr(), out.add(at), cols) };
-            }
-        }
+        softmax_times_v(
+            f32_level,
+            &mut s,
+            rows,
+            &vp,
+            (seq, head, i0),
+            (h, t, dh),
+            out,
+        );
     }
 }
 
