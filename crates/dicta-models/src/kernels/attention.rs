@@ -301,12 +301,12 @@ unsafe fn softmax_avx2(row: &mut [f32]) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use candle_core::{Device, IndexOp};
 
     /// Deterministic values in [-1, 1) (SplitMix64).
-    fn values(n: usize, seed: u64) -> Vec<f32> {
+    pub(crate) fn values(n: usize, seed: u64) -> Vec<f32> {
         let mut s = seed;
         (0..n)
             .map(|_| {
@@ -349,7 +349,11 @@ mod tests {
         out
     }
 
-    fn contiguous<'a>(x: &'a [f32], (_, h, t, dh): (usize, usize, usize, usize)) -> HeadsView<'a> {
+    /// A view of contiguous q, k or v [N, H, T, Dh].
+    pub(crate) fn contiguous<'a>(
+        x: &'a [f32],
+        (_, h, t, dh): (usize, usize, usize, usize),
+    ) -> HeadsView<'a> {
         HeadsView {
             data: x,
             offset: 0,
@@ -359,16 +363,19 @@ mod tests {
         }
     }
 
+    /// (N, H, T, Dh): rows not a multiple of 8, keys not of 32, head sizes not of 16.
+    pub(crate) const ODD_SHAPES: &[(usize, usize, usize, usize)] = &[
+        (1, 1, 1, 1),
+        (1, 2, 7, 64),
+        (2, 3, 33, 36),
+        (1, 6, 100, 64),
+        (2, 1, 41, 20),
+        (1, 2, 9, 80),
+    ];
+
     #[test]
     fn every_level_matches_the_f64_reference_on_odd_shapes() {
-        for &(n, h, t, dh) in &[
-            (1, 1, 1, 1),
-            (1, 2, 7, 64),
-            (2, 3, 33, 36),
-            (1, 6, 100, 64),
-            (2, 1, 41, 20),
-            (1, 2, 9, 80),
-        ] {
+        for &(n, h, t, dh) in ODD_SHAPES {
             let len = n * h * t * dh;
             // Scores of a few units, as trained attention has, so the softmax is not flat.
             let q: Vec<f32> = values(len, 1).iter().map(|x| x * 3.0).collect();

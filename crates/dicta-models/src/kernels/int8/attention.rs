@@ -101,44 +101,32 @@ fn attend_range(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernels::attention::tests::{contiguous as view, values, ODD_SHAPES};
     use crate::kernels::attention::{self_attention_at, Level as F32Level};
 
-    /// Deterministic values in [-1, 1).
-    fn values(n: usize, seed: u64) -> Vec<f32> {
-        let mut s = seed;
-        (0..n)
-            .map(|_| {
-                s = s
-                    .wrapping_mul(6_364_136_223_846_793_005)
-                    .wrapping_add(1_442_695_040_888_963_407);
-                ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-            })
-            .collect()
-    }
-
-    fn view(x: &[f32], (_, h, t, dh): (usize, usize, usize, usize)) -> HeadsView<'_> {
-        HeadsView {
-            data: x,
-            offset: 0,
-            seq: h * t * dh,
-            head: t * dh,
-            row: dh,
-        }
+    /// [`self_attention_i8_at`] on contiguous q, k, v at `level`.
+    fn attend(
+        level: Level,
+        [q, k, v]: [&[f32]; 3],
+        dims: (usize, usize, usize, usize),
+    ) -> Vec<f32> {
+        let mut out = vec![f32::NAN; q.len()];
+        self_attention_i8_at(
+            level,
+            view(q, dims),
+            view(k, dims),
+            view(v, dims),
+            dims,
+            &mut out,
+        );
+        out
     }
 
     /// Every byte level gives the same bits, within quantization error of the f32 kernel on odd
-    /// shapes (rows not a multiple of 8, keys not of 32, head sizes not of 16), with scores of
-    /// a few units as trained attention has.
+    /// shapes, with scores of a few units as trained attention has.
     #[test]
     fn every_level_gives_the_same_bits_near_float32() {
-        for &(n, h, t, dh) in &[
-            (1, 1, 1, 1),
-            (1, 2, 7, 64),
-            (2, 3, 33, 36),
-            (1, 6, 150, 64),
-            (2, 1, 41, 20),
-            (1, 2, 9, 80),
-        ] {
+        for &(n, h, t, dh) in ODD_SHAPES {
             let dims = (n, h, t, dh);
             let len = n * h * t * dh;
             let q: Vec<f32> = values(len, 11).iter().map(|x| x * 3.0).collect();
@@ -154,15 +142,7 @@ mod tests {
             );
             let mut first: Option<Vec<f32>> = None;
             for &level in Level::available() {
-                let mut got = vec![f32::NAN; len];
-                self_attention_i8_at(
-                    level,
-                    view(&q, dims),
-                    view(&k, dims),
-                    view(&v, dims),
-                    dims,
-                    &mut got,
-                );
+                let got = attend(level, [&q, &k, &v], dims);
                 let (mut max, mut sum) = (0f32, 0f64);
                 for (g, w) in got.iter().zip(&want) {
                     let e = (g - w).abs();
@@ -212,15 +192,7 @@ mod tests {
             }
         }
         for &level in Level::available() {
-            let mut got = vec![0f32; len];
-            self_attention_i8_at(
-                level,
-                view(&q, dims),
-                view(&k, dims),
-                view(&v, dims),
-                dims,
-                &mut got,
-            );
+            let got = attend(level, [&q, &k, &v], dims);
             for a in 0..n {
                 for b in 0..h {
                     for i in 0..t {
