@@ -105,22 +105,12 @@ impl PackedI8 {
         let mut q = vec![0i8; n * k];
         let mut scales = vec![0f32; n];
         let mut bytes = vec![0u8; k];
-        #[cfg(target_arch = "x86_64")]
-        let avx2 = is_x86_feature_detected!("avx2");
         for c in 0..n {
             let row = &w[c * k..(c + 1) * k];
             // The activations' vectorised quantizer gives the same bytes (the same scale, and
             // round-half-even through a magic constant); rows it flags (zero, non-finite) take
             // the plain loop below. (It also quantizes the int8 attention's keys per call.)
-            #[cfg(target_arch = "x86_64")]
-            let scale = if avx2 {
-                // SAFETY: AVX2 was detected above.
-                unsafe { quantize_row_avx2(row, &mut bytes) }
-            } else {
-                quantize_row(row, &mut bytes)
-            };
-            #[cfg(not(target_arch = "x86_64"))]
-            let scale = quantize_row(row, &mut bytes);
+            let scale = quantize_row_fast(row, &mut bytes);
             if scale.is_finite() && scale > 0.0 {
                 for (o, &b) in q[c * k..(c + 1) * k].iter_mut().zip(&bytes) {
                     *o = (i32::from(b) - 128) as i8;
@@ -334,20 +324,21 @@ fn quantize_rows(x: &[f32], rows: usize, k: usize, k4: usize) -> (Vec<u8>, Vec<f
     let rows_pad = rows.next_multiple_of(MR);
     let mut a = vec![128u8; rows_pad * k4];
     let mut scales = vec![0f32; rows_pad];
-    #[cfg(target_arch = "x86_64")]
-    let avx2 = is_x86_feature_detected!("avx2");
     for r in 0..rows {
-        let row = &x[r * k..(r + 1) * k];
-        let out = &mut a[r * k4..r * k4 + k];
-        #[cfg(target_arch = "x86_64")]
-        if avx2 {
-            // SAFETY: AVX2 was detected above.
-            scales[r] = unsafe { quantize_row_avx2(row, out) };
-            continue;
-        }
-        scales[r] = quantize_row(row, out);
+        scales[r] = quantize_row_fast(&x[r * k..(r + 1) * k], &mut a[r * k4..r * k4 + k]);
     }
     (a, scales)
+}
+
+/// [`quantize_row`] compiled for AVX2 where the CPU has it (std caches the detection).
+#[inline(always)]
+fn quantize_row_fast(row: &[f32], out: &mut [u8]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if is_x86_feature_detected!("avx2") {
+        // SAFETY: AVX2 was detected.
+        return unsafe { quantize_row_avx2(row, out) };
+    }
+    quantize_row(row, out)
 }
 
 #[cfg(target_arch = "x86_64")]
