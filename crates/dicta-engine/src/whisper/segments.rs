@@ -72,7 +72,26 @@ pub fn split_by_timestamps(
             seek + segment_size
         } else {
             let last_ts = tokens[last - 1].saturating_sub(timestamp_begin) as usize;
-            seek + last_ts * INPUT_STRIDE
+            if last_ts > 0 {
+                seek + last_ts * INPUT_STRIDE
+            } else {
+                // The last complete segment closes at the window's start (`<|0.00|> … <|0.00|>`,
+                // zero length, so dropped): seeking there would decode the same window again,
+                // identically, forever (faster-whisper loops there; CTranslate2's timestamp rules
+                // allow equal timestamps). Go on from the latest timestamp the window reached,
+                // where its unfinished segment starts, or past the window.
+                let furthest = tokens
+                    .iter()
+                    .filter(|&&t| is_ts(t))
+                    .map(|&t| (t - timestamp_begin) as usize * INPUT_STRIDE)
+                    .max()
+                    .unwrap_or(0);
+                seek + if furthest > 0 {
+                    furthest.min(segment_size)
+                } else {
+                    segment_size
+                }
+            }
         };
     } else {
         let mut duration = segment_size as f64 / FRAMES_PER_SECOND as f64;
@@ -125,6 +144,23 @@ mod tests {
         assert_eq!(s.segments[1].tokens, vec![TB + 50, 2, TB + 90]);
         assert!((s.segments[1].end - 1.8).abs() < 1e-9);
         assert_eq!(s.seek, 2400);
+    }
+
+    #[test]
+    fn a_zero_length_last_segment_still_moves_the_seek() {
+        // <0.00> a b <0.00><1.00> (EOT): the only pair closes at the window's start. Seeking
+        // to it would repeat this window forever; go on from the unfinished segment at 1.00.
+        let toks = [TB, 1, 2, TB, TB + 50];
+        let s = split_by_timestamps(&toks, TB, 600, 292);
+        assert_eq!(s.segments.len(), 1);
+        assert_eq!(s.segments[0].start, s.segments[0].end);
+        assert_eq!(s.seek, 700);
+        // Nothing beyond the start at all: past the window.
+        let s = split_by_timestamps(&[TB, 1, TB, TB], TB, 600, 292);
+        assert_eq!(s.seek, 892);
+        // A later timestamp past the window's content stops at its end.
+        let s = split_by_timestamps(&[TB, 1, TB, TB + 1400], TB, 600, 292);
+        assert_eq!(s.seek, 892);
     }
 
     #[test]
