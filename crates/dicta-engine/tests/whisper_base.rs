@@ -143,17 +143,39 @@ fn base_fp16_weights_load_as_int8() {
     let out = tr
         .transcribe(&views, &opts(Task::Transcribe), LongFormMode::Sequential, 8)
         .unwrap();
+    // int8 may word a passage differently from float32 and still be right ("en, två, tre"
+    // against "1, 2, 3" for a spoken count), so a text passes when it is within a third of
+    // the words of either the float32 reference or the human transcript (shared data).
+    let human = human_transcripts();
     for (it, got) in items.iter().zip(&out.transcripts) {
         let got = got.as_ref().unwrap();
         assert_eq!(got.language.as_deref(), it["language"].as_str());
-        let want = whisper_common::words(it["transcript"].as_str().unwrap());
-        let (s, d, i) = whisper_common::edit_ops(&want, &whisper_common::words(&got.text));
+        let hyp = whisper_common::words(&got.text);
+        let close = |reference: &str| {
+            let want = whisper_common::words(reference);
+            let (s, d, i) = whisper_common::edit_ops(&want, &hyp);
+            (s + d + i) * 3 <= want.len()
+        };
+        let id = it["id"].as_str().unwrap();
         assert!(
-            (s + d + i) * 3 <= want.len(),
-            "{}: int8 {:?} vs float32 reference {:?}",
-            it["id"],
+            close(it["transcript"].as_str().unwrap()) || human.get(id).is_some_and(|h| close(h)),
+            "{id}: int8 {:?} vs float32 reference {:?}, human {:?}",
             got.text,
-            it["transcript"]
+            it["transcript"],
+            human.get(id)
         );
     }
+}
+
+/// id → the human transcript, from the shared data's manifest (empty where it is absent).
+fn human_transcripts() -> std::collections::HashMap<String, String> {
+    let path = format!("{}/manifest.jsonl", whisper_common::DATA);
+    let Ok(manifest) = std::fs::read_to_string(path) else {
+        return Default::default();
+    };
+    manifest
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|r| Some((r["id"].as_str()?.to_owned(), r["text"].as_str()?.to_owned())))
+        .collect()
 }

@@ -54,8 +54,8 @@ pub fn self_attention(q: &Tensor, k: &Tensor, v: &Tensor) -> candle_core::Result
 }
 
 /// [`self_attention`] with the scores on the byte kernels ([`super::int8::attention`]) where
-/// the CPU has them ([`super::int8::int8_fast`]), else the float32 kernel. Meant for the int8
-/// compute type; not used by the encoder yet (see that module).
+/// the CPU has them ([`super::int8::int8_fast`]), else the float32 kernel: the Whisper
+/// encoder's attention for the int8 compute type.
 pub fn self_attention_int8(q: &Tensor, k: &Tensor, v: &Tensor) -> candle_core::Result<Tensor> {
     self_attention_with(q, k, v, super::int8::int8_fast())
 }

@@ -156,6 +156,8 @@ struct EncoderLayer {
     ln2: LayerNorm,
     mlp: Mlp,
     n_head: usize,
+    /// Attention scores on the byte kernels too (compute type int8 on the CPU).
+    int8_attention: bool,
 }
 
 impl EncoderLayer {
@@ -168,7 +170,12 @@ impl EncoderLayer {
         let dh = d3 / 3 / self.n_head;
         let qkv = qkv.reshape((n, t, 3, self.n_head, dh))?;
         let part = |i: usize| qkv.i((.., .., i))?.transpose(1, 2);
-        let a = kernels::attention::self_attention(&part(0)?, &part(1)?, &part(2)?)?;
+        let attend = if self.int8_attention {
+            kernels::attention::self_attention_int8
+        } else {
+            kernels::attention::self_attention
+        };
+        let a = attend(&part(0)?, &part(1)?, &part(2)?)?;
         let x = (x + self.out.forward(&a)?)?;
         let h = self.ln2.forward(&x)?;
         x + self.mlp.forward(&h)?
@@ -239,6 +246,7 @@ impl Encoder {
                     .quantize(ct)?
                     .packed()?,
                 n_head: c.n_audio_head,
+                int8_attention: ct == ComputeType::Int8 && dev.is_cpu(),
             });
         }
         let ln_post = layer_norm(wm, "model.encoder.layer_norm", d, dev)?;
