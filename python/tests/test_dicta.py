@@ -263,6 +263,8 @@ def test_session_events_are_the_websockets(engine):
                 m = json.loads(ws.recv(timeout=120))
                 if m["type"] == "done":
                     break
+                if m["type"] == "lag":  # a notice that a busy server is behind real time
+                    continue
                 assert m["type"] in ("partial", "final"), m
                 theirs.append(m)
     finally:

@@ -11,6 +11,8 @@ utterance. Checks:
 - every event is `{"type":"partial"|"final","text","start","end","words"}` with
   0 <= start <= end and words inside [start, end] in order;
 - partial events arrive before the stream is done (results are incremental, not all at the end);
+- `lag` notices (`{"type":"lag","seconds","max_lag_seconds"}`, sent while the server is behind
+  real time, e.g. on a busy machine) are well formed; they are counted, not failures;
 - `done` comes after the last event;
 - the finals, joined, match `--expect` (the offline transcript of the same file) within
   `--max-word-errors` word edits after normalisation (lower case, no punctuation).
@@ -101,9 +103,14 @@ async def run(args):
 
         await asyncio.gather(sender(), receiver())
 
-    events = messages[:-1]
+    lags = [m for m in messages[:-1] if m["type"] == "lag"]
+    for m in lags:
+        assert set(m) == {"type", "seconds", "max_lag_seconds"}, m
+        assert 0.0 <= m["seconds"] and m["max_lag_seconds"] > 0.0, m
+    events = [m for m in messages[:-1] if m["type"] != "lag"]
     kinds = [m["type"] for m in events]
-    print(f"{len(events)} events: {kinds.count('partial')} partial, {kinds.count('final')} final")
+    print(f"{len(events)} events: {kinds.count('partial')} partial, {kinds.count('final')} final"
+          f" ({len(lags)} lag notices)")
     for ev in events:
         assert ev["type"] in ("partial", "final"), ev
         check_event(ev)
