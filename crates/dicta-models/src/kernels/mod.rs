@@ -44,8 +44,6 @@ pub fn gelu_erf(x: &Tensor) -> candle_core::Result<Tensor> {
 /// from memory for all M queries and nothing is packed: with M = 1 the GEMM would copy all of
 /// K and V into its panel buffers every step, twice the memory traffic of the attention itself.
 /// k and v may be f16 on the CPU (see [`cross_f16`]): widened in registers, summed in f32.
-/// They are read in place when each head's T rows are contiguous (e.g. the first T positions of
-/// a [B, H, capacity, D] cache, as `narrow(2, 0, T)` gives), else copied first.
 pub fn attend_few_queries(
     q: &Tensor,
     k: &Tensor,
@@ -71,22 +69,10 @@ pub fn attend_few_queries(
             v.dims()
         );
     }
-    let q = q.contiguous()?;
-    // In place where the layout allows it, else a contiguous copy (which always does).
-    let blocks = |x: &Tensor| -> candle_core::Result<(Tensor, HeadBlocks)> {
-        let x = match head_blocks(x.layout(), h, d) {
-            Some(_) => x.clone(),
-            None => x.contiguous()?,
-        };
-        match head_blocks(x.layout(), h, d) {
-            Some(b) => Ok((x, b)),
-            None => candle_core::bail!("attend_few_queries: layout {:?}", x.layout()),
-        }
-    };
-    let ((k, kb), (v, vb)) = (blocks(k)?, blocks(v)?);
+    let (q, k, v) = (q.contiguous()?, k.contiguous()?, v.contiguous()?);
     let (qs, ql) = q.storage_and_layout();
-    let (ks, _) = k.storage_and_layout();
-    let (vs, _) = v.storage_and_layout();
+    let (ks, kl) = k.storage_and_layout();
+    let (vs, vl) = v.storage_and_layout();
     let (
         candle_core::Storage::Cpu(qs),
         candle_core::Storage::Cpu(ks),
@@ -100,20 +86,20 @@ pub fn attend_few_queries(
     let mut probs = vec![0f32; b * h * m * t];
     let tasks = out.par_chunks_mut(m * d).zip(probs.par_chunks_mut(m * t));
     if f16_kv {
-        let (kd, vd) = (storage_f16(ks)?, storage_f16(vs)?);
+        let (kd, vd) = (f16_input(ks, kl)?, f16_input(vs, vl)?);
         let level = attention::Level::best();
         tasks.enumerate().for_each(|(bh, (o, p))| {
             let q = &qd[bh * m * d..(bh + 1) * m * d];
-            let k = &kd[kb.at(bh, h)..kb.at(bh, h) + t * d];
-            let v = &vd[vb.at(bh, h)..vb.at(bh, h) + t * d];
+            let k = &kd[bh * t * d..(bh + 1) * t * d];
+            let v = &vd[bh * t * d..(bh + 1) * t * d];
             cross_f16::attend_head_f16(level, q, k, v, d, p, o);
         });
     } else {
-        let (kd, vd) = (storage_f32(ks)?, storage_f32(vs)?);
+        let (kd, vd) = (f32_input(ks, kl)?, f32_input(vs, vl)?);
         tasks.enumerate().for_each(|(bh, (o, p))| {
             let q = &qd[bh * m * d..(bh + 1) * m * d];
-            let k = &kd[kb.at(bh, h)..kb.at(bh, h) + t * d];
-            let v = &vd[vb.at(bh, h)..vb.at(bh, h) + t * d];
+            let k = &kd[bh * t * d..(bh + 1) * t * d];
+            let v = &vd[bh * t * d..(bh + 1) * t * d];
             attend_head(q, k, v, d, p, o);
         });
     }
@@ -125,52 +111,6 @@ pub fn attend_few_queries(
         None
     };
     Ok((out, probs))
-}
-
-/// Where each (batch, head) block of a [B, H, T, D] layout starts, when every block's T rows
-/// of D are contiguous: `start + b·batch + h·head`.
-#[derive(Clone, Copy)]
-struct HeadBlocks {
-    start: usize,
-    batch: usize,
-    head: usize,
-}
-
-impl HeadBlocks {
-    /// Offset of block `bh` (= b·H + h) with `h` heads.
-    fn at(self, bh: usize, h: usize) -> usize {
-        self.start + (bh / h) * self.batch + (bh % h) * self.head
-    }
-}
-
-fn head_blocks(l: &Layout, h: usize, d: usize) -> Option<HeadBlocks> {
-    let (st, dims) = (l.stride(), l.dims());
-    if st.len() != 4 || h == 0 {
-        return None;
-    }
-    // Rows of D contiguous and T rows back to back (a size-1 dimension may have any stride).
-    let rows_ok = (dims[3] <= 1 || st[3] == 1) && (dims[2] <= 1 || st[2] == d);
-    rows_ok.then_some(HeadBlocks {
-        start: l.start_offset(),
-        batch: st[0],
-        head: st[1],
-    })
-}
-
-/// All of a CPU storage's f32 data (layouts index into it).
-fn storage_f32(s: &CpuStorage) -> candle_core::Result<&[f32]> {
-    match s {
-        CpuStorage::F32(data) => Ok(data),
-        _ => candle_core::bail!("expected f32 storage"),
-    }
-}
-
-/// All of a CPU storage's f16 data.
-fn storage_f16(s: &CpuStorage) -> candle_core::Result<&[half::f16]> {
-    match s {
-        CpuStorage::F16(data) => Ok(data),
-        _ => candle_core::bail!("expected f16 storage"),
-    }
 }
 
 fn fast_path(x: &Tensor) -> bool {
@@ -224,6 +164,17 @@ impl CustomOp1 for GeluErf {
 pub(crate) fn f32_input<'a>(s: &'a CpuStorage, l: &Layout) -> candle_core::Result<&'a [f32]> {
     let CpuStorage::F32(data) = s else {
         candle_core::bail!("expected f32 storage")
+    };
+    match l.contiguous_offsets() {
+        Some((a, b)) => Ok(&data[a..b]),
+        None => candle_core::bail!("input has to be contiguous"),
+    }
+}
+
+/// The contiguous f16 data of a CPU tensor.
+fn f16_input<'a>(s: &'a CpuStorage, l: &Layout) -> candle_core::Result<&'a [half::f16]> {
+    let CpuStorage::F16(data) = s else {
+        candle_core::bail!("expected f16 storage")
     };
     match l.contiguous_offsets() {
         Some((a, b)) => Ok(&data[a..b]),
@@ -575,51 +526,6 @@ mod tests {
             assert!(max_abs_diff(&probs.unwrap(), &p) < 1e-6, "probs");
             let (_, none) = attend_few_queries(&q, &k, &v, false).unwrap();
             assert!(none.is_none());
-        }
-    }
-
-    #[test]
-    fn few_query_attention_reads_cache_views_in_place_with_the_same_bits() {
-        let dev = Device::Cpu;
-        let val = |n: usize, salt: usize| -> Vec<f32> {
-            (0..n)
-                .map(|i| (((i * 7919 + salt * 104_729) % 2001) as f32 - 1000.0) / 700.0)
-                .collect()
-        };
-        let bits = |x: &Tensor| {
-            x.flatten_all()
-                .unwrap()
-                .to_vec1::<f32>()
-                .unwrap()
-                .iter()
-                .map(|v| v.to_bits())
-                .collect::<Vec<_>>()
-        };
-        // A decoder cache [B, H, capacity, D] holding T positions, read as narrow(2, 0, T).
-        let (b, h, cap, t, d) = (3, 2, 40, 23, 16);
-        let q = Tensor::from_vec(val(b * h * d, 1), (b, h, 1, d), &dev).unwrap();
-        let kc = Tensor::from_vec(val(b * h * cap * d, 2), (b, h, cap, d), &dev).unwrap();
-        let vc = Tensor::from_vec(val(b * h * cap * d, 3), (b, h, cap, d), &dev).unwrap();
-        for dtype in [candle_core::DType::F32, candle_core::DType::F16] {
-            let (kc, vc) = (kc.to_dtype(dtype).unwrap(), vc.to_dtype(dtype).unwrap());
-            let (k, v) = (kc.narrow(2, 0, t).unwrap(), vc.narrow(2, 0, t).unwrap());
-            assert!(!k.is_contiguous() && head_blocks(k.layout(), h, d).is_some());
-            let (kk, vv) = (k.contiguous().unwrap(), v.contiguous().unwrap());
-            let (got, gp) = attend_few_queries(&q, &k, &v, true).unwrap();
-            let (want, wp) = attend_few_queries(&q, &kk, &vv, true).unwrap();
-            assert_eq!(bits(&got), bits(&want), "{dtype:?} out");
-            assert_eq!(bits(&gp.unwrap()), bits(&wp.unwrap()), "{dtype:?} probs");
-            // Heads and positions swapped in memory: not readable in place, copied first.
-            let kt = kk
-                .transpose(1, 2)
-                .unwrap()
-                .contiguous()
-                .unwrap()
-                .transpose(1, 2)
-                .unwrap();
-            assert!(head_blocks(kt.layout(), h, d).is_none());
-            let (got, _) = attend_few_queries(&q, &kt, &vv, false).unwrap();
-            assert_eq!(bits(&got), bits(&want), "{dtype:?} copied");
         }
     }
 

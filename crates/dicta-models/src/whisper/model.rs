@@ -298,11 +298,6 @@ pub(crate) struct Decoder {
     /// Cross-attention K/V kept in f16 (int8 compute type): a decoder step reads all of them,
     /// so at batch 8 their size is most of the step's memory traffic.
     kv_f16: bool,
-    /// Self-attention of one-token steps on [`kernels::attend_few_queries`], reading the cache
-    /// in place (int8 compute type on the CPU). candle's GEMM spent more on packing the cache
-    /// and setting up per-head products of 1 × Dh × T than on the arithmetic; the float32 path
-    /// keeps it, as its sums are what faster-whisper's float32 parity was checked with.
-    few_query_self_attention: bool,
 }
 
 impl Decoder {
@@ -392,7 +387,6 @@ impl Decoder {
             n_head: h,
             n_ctx: c.n_text_ctx,
             kv_f16: ct == ComputeType::Int8 && dev.is_cpu(),
-            few_query_self_attention: ct == ComputeType::Int8 && dev.is_cpu(),
         })
     }
 
@@ -519,29 +513,20 @@ impl Decoder {
             let h = layer.ln1.forward(&x)?;
             let qkv = split_heads(&layer.qkv.forward(&h)?, 3, self.n_head)?;
             let (k, v) = cache.append(li, &qkv[1], &qkv[2], offset)?;
-            // One query over the keys before it: q [N, H, 1, Dh], k and v [N, H, T, Dh].
-            let one = |q: &Tensor, k: &Tensor, v: &Tensor| {
-                if self.few_query_self_attention {
-                    Ok(kernels::attend_few_queries(q, k, v, false)?.0)
-                } else {
-                    let p = kernels::softmax_last_dim(&q.contiguous()?.matmul(&k.t()?)?)?;
-                    p.matmul(v)
-                }
-            };
             let a = if stepwise && l > 1 {
                 // One query at a time over its own prefix, as a one-token step computes it.
                 let per = (0..l)
                     .map(|i| {
-                        one(
-                            &qkv[0].narrow(2, i, 1)?,
-                            &k.narrow(2, 0, offset + i + 1)?,
-                            &v.narrow(2, 0, offset + i + 1)?,
-                        )
+                        let q = qkv[0].narrow(2, i, 1)?.contiguous()?;
+                        let (k, v) = (
+                            k.narrow(2, 0, offset + i + 1)?,
+                            v.narrow(2, 0, offset + i + 1)?,
+                        );
+                        let p = kernels::softmax_last_dim(&q.matmul(&k.t()?)?)?;
+                        p.matmul(&v)
                     })
                     .collect::<candle_core::Result<Vec<_>>>()?;
                 merge_heads(&Tensor::cat(&per, 2)?)?
-            } else if l == 1 && self.few_query_self_attention {
-                merge_heads(&one(&qkv[0], &k, &v)?)?
             } else {
                 let mut s = qkv[0].matmul(&k.t()?)?;
                 if let Some(m) = &mask {
