@@ -255,6 +255,37 @@ fn dot<const FMA: bool>(a: &[f32], b: &[f32]) -> f32 {
     acc.iter().sum::<f32>() + tail
 }
 
+/// `x[i] = e^(x[i] − m[i])`, each result also added into `sum[i]` (the three of equal length):
+/// one frame of a softmax over time taken per channel (ECAPA's attentive pooling), with the
+/// same polynomial `exp` as the attention softmax, vectorised across channels instead of one
+/// libm `expf` call per element.
+pub fn exp_sub_accumulate(x: &mut [f32], m: &[f32], sum: &mut [f32]) {
+    assert!(
+        m.len() == x.len() && sum.len() == x.len(),
+        "x, m and sum differ in length"
+    );
+    #[cfg(target_arch = "x86_64")]
+    if avx2_fma() {
+        // SAFETY: the CPU supports AVX2 and FMA (checked at run time).
+        return unsafe { exp_sub_accumulate_avx2(x, m, sum) };
+    }
+    exp_sub_accumulate_body::<false>(x, m, sum)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn exp_sub_accumulate_avx2(x: &mut [f32], m: &[f32], sum: &mut [f32]) {
+    exp_sub_accumulate_body::<true>(x, m, sum)
+}
+
+#[inline(always)]
+fn exp_sub_accumulate_body<const FMA: bool>(x: &mut [f32], m: &[f32], sum: &mut [f32]) {
+    for ((v, &mi), s) in x.iter_mut().zip(m).zip(sum.iter_mut()) {
+        *v = exp::<FMA>(*v - mi);
+        *s += *v;
+    }
+}
+
 fn softmax_row(x: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     if avx2_fma() {
@@ -463,6 +494,35 @@ mod tests {
             }
             let erfc = (-a * a).exp() / std::f64::consts::PI.sqrt() / (a + f);
             (1.0 - erfc).copysign(x)
+        }
+    }
+
+    #[test]
+    fn exp_sub_accumulate_tracks_libm_and_sums() {
+        for len in [0usize, 1, 7, 8, 17, 3072] {
+            let x0: Vec<f32> = (0..len).map(|i| ((i as f32) * 0.37).sin() * 30.0).collect();
+            let m: Vec<f32> = (0..len)
+                .map(|i| ((i as f32) * 0.11).cos() * 5.0 + 30.0)
+                .collect();
+            let mut x = x0.clone();
+            let mut sum: Vec<f32> = (0..len).map(|i| i as f32 * 0.5).collect();
+            exp_sub_accumulate(&mut x, &m, &mut sum);
+            for i in 0..len {
+                let want = (x0[i] - m[i]).exp();
+                assert!(
+                    (x[i] - want).abs() <= 1e-6 * want,
+                    "{i}: {} vs {want}",
+                    x[i]
+                );
+                assert_eq!(sum[i], i as f32 * 0.5 + x[i]);
+            }
+            // Every compiled body gives the same bits as the one dispatched.
+            let mut y = x0.clone();
+            let mut s2: Vec<f32> = (0..len).map(|i| i as f32 * 0.5).collect();
+            exp_sub_accumulate_body::<false>(&mut y, &m, &mut s2);
+            for i in 0..len {
+                assert!((y[i] - x[i]).abs() <= 1e-6 * x[i].abs(), "{i}");
+            }
         }
     }
 

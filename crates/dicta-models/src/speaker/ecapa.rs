@@ -443,10 +443,7 @@ impl Ecapa {
                 }
                 let mut sum = vec![0f32; MFA];
                 for row in att.chunks_exact_mut(MFA) {
-                    for ((a, s), m) in row.iter_mut().zip(&mut sum).zip(&m) {
-                        *a = (*a - m).exp();
-                        *s += *a;
-                    }
+                    crate::kernels::exp_sub_accumulate(row, &m, &mut sum);
                 }
                 let mut mean = vec![0f32; MFA];
                 for (row, xr) in att.chunks_exact_mut(MFA).zip(xs.chunks_exact(MFA)) {
