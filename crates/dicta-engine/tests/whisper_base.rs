@@ -169,13 +169,8 @@ fn base_fp16_weights_load_as_int8() {
 
 /// id → the human transcript, from the shared data's manifest (empty where it is absent).
 fn human_transcripts() -> std::collections::HashMap<String, String> {
-    let path = format!("{}/manifest.jsonl", whisper_common::DATA);
-    let Ok(manifest) = std::fs::read_to_string(path) else {
-        return Default::default();
-    };
-    manifest
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+    whisper_common::manifest()
+        .iter()
         .filter_map(|r| Some((r["id"].as_str()?.to_owned(), r["text"].as_str()?.to_owned())))
         .collect()
 }

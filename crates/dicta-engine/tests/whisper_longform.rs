@@ -20,12 +20,12 @@ const BATCHED: LongFormMode = LongFormMode::Batched;
 /// `seconds`; returns the audio and each reference word with its approximate time (spread
 /// linearly over its utterance).
 fn recording(prefixes: &[&str], skip: usize, seconds: f64) -> (Vec<f32>, Vec<(String, f64)>) {
-    let manifest = std::fs::read_to_string(format!("{DATA}/manifest.jsonl")).unwrap();
+    let manifest = manifest();
+    assert!(!manifest.is_empty(), "no manifest under {DATA}");
     let mut audio = Vec::new();
     let mut reference = Vec::new();
     let items = manifest
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .iter()
         .filter(|r| {
             let id = r["id"].as_str().unwrap();
             r["text"].is_string()

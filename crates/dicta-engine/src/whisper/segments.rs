@@ -85,12 +85,9 @@ pub fn split_by_timestamps(
                     .filter(|&&t| is_ts(t))
                     .map(|&t| (t - timestamp_begin) as usize * INPUT_STRIDE)
                     .max()
-                    .unwrap_or(0);
-                seek + if furthest > 0 {
-                    furthest.min(segment_size)
-                } else {
-                    segment_size
-                }
+                    .filter(|&f| f > 0)
+                    .unwrap_or(segment_size);
+                seek + furthest.min(segment_size)
             }
         };
     } else {

@@ -80,6 +80,18 @@ pub fn load_model() -> Option<Whisper> {
     Some(Whisper::load(&dir, &Device::Cpu).expect("load model"))
 }
 
+/// The rows of the shared data's `manifest.jsonl` (one JSON object per recording: `id`,
+/// `audio_16k_wav`, `text`, `category`, …), in file order; empty where the data is absent.
+pub fn manifest() -> Vec<serde_json::Value> {
+    std::fs::read_to_string(format!("{DATA}/manifest.jsonl"))
+        .map(|m| {
+            m.lines()
+                .map(|l| serde_json::from_str(l).expect("manifest line is JSON"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 pub fn load_wav(rel: &str) -> Vec<f32> {
     dicta_audio::decode::load_path(&PathBuf::from(DATA).join(rel)).expect("decode wav")
 }

@@ -246,7 +246,7 @@ impl Encoder {
                     .quantize(ct)?
                     .packed()?,
                 n_head: c.n_audio_head,
-                int8_attention: ct == ComputeType::Int8 && dev.is_cpu(),
+                int8_attention: int8_on_cpu(ct, dev),
             });
         }
         let ln_post = layer_norm(wm, "model.encoder.layer_norm", d, dev)?;
@@ -386,7 +386,7 @@ impl Decoder {
             ln,
             n_head: h,
             n_ctx: c.n_text_ctx,
-            kv_f16: ct == ComputeType::Int8 && dev.is_cpu(),
+            kv_f16: int8_on_cpu(ct, dev),
         })
     }
 
@@ -559,4 +559,11 @@ impl Decoder {
     pub fn n_head(&self) -> usize {
         self.n_head
     }
+}
+
+/// The int8 compute type on the CPU: where the encoder's attention scores run in int8 and the
+/// cross-attention K/V are stored in f16 (Dicta's own kernels). Float32, and every other
+/// device, keep candle's sums, which the faster-whisper parity of the float32 path rests on.
+fn int8_on_cpu(ct: ComputeType, dev: &Device) -> bool {
+    ct == ComputeType::Int8 && dev.is_cpu()
 }
