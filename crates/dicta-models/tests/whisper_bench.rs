@@ -199,7 +199,8 @@ fn whisper_fp32_vs_int8() {
     );
 }
 
-/// Decode steps only (8 rows, one encoded window repeated), for profiling with `perf`.
+/// Decode steps only (8 rows, or `DICTA_BENCH_ROWS`; one encoded window repeated), for profiling
+/// with `perf`.
 #[test]
 #[ignore = "timing report; run explicitly"]
 fn decode_steps_profile() {
@@ -208,7 +209,11 @@ fn decode_steps_profile() {
     for ct in [ComputeType::Int8, ComputeType::Float32] {
         let m = Whisper::load_with(&dir, &Device::Cpu, &LoadOptions { compute_type: ct }).unwrap();
         let s = &m.config.special;
-        let n = 8;
+        // Rows per step: 8 (batched clips) by default; DICTA_BENCH_ROWS=1 is sequential long-form.
+        let n: usize = std::env::var("DICTA_BENCH_ROWS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(8);
         let enc1 = m.encode(&mel().i(0..1).unwrap()).unwrap();
         let enc = Tensor::cat(&vec![enc1; n], 0).unwrap();
         let t = Instant::now();
@@ -223,7 +228,7 @@ fn decode_steps_profile() {
             m.decode_last(&tok, &mut cache).unwrap();
         }
         eprintln!(
-            "{ct}: cross K/V {:.0} ms, {:.2} ms/step (8 rows)",
+            "{ct}: cross K/V {:.0} ms, {:.2} ms/step ({n} rows)",
             t_cross * 1e3,
             t.elapsed().as_secs_f64() * 1e3 / steps as f64
         );
@@ -306,6 +311,19 @@ fn cross_attention_layouts() {
         );
     });
     eprintln!("f16 K/V: {:.2} ms", f16 * 1e3);
+    let ours16 = median_secs(r, || {
+        std::hint::black_box(
+            dicta_models::kernels::attend_few_queries(&q, &k16, &v16, false).unwrap(),
+        );
+    });
+    let ours32 = median_secs(r, || {
+        std::hint::black_box(dicta_models::kernels::attend_few_queries(&q, &k, &v, false).unwrap());
+    });
+    eprintln!(
+        "attend_few_queries per layer: f16 K/V {:.2} ms, f32 K/V {:.2} ms",
+        ours16 * 1e3,
+        ours32 * 1e3
+    );
     eprintln!(
         "per layer: q·kᵀ+p·v {:.2} ms | k·qᵀ+p·v {:.2} ms | q·kt+p·v {:.2} ms | k·qᵀ+vt·pᵀ {:.2} ms",
         a * 1e3,
