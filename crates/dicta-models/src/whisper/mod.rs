@@ -176,7 +176,10 @@ impl Whisper {
                 )))
             }
         }
-        let cross = if self.device.is_cpu() && encoder_out.dim(0).map_err(ce)? > 1 {
+        let cross = if self.device.is_cpu()
+            && !self.decoder.kv_f16()
+            && encoder_out.dim(0).map_err(ce)? > 1
+        {
             // One row at a time keeps the working set in cache (see `per_rows`), then one copy per layer.
             let rows = (0..encoder_out.dim(0).map_err(ce)?)
                 .map(|r| self.decoder.cross_kv(&encoder_out.narrow(0, r, 1)?))
