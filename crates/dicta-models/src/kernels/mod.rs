@@ -153,11 +153,18 @@ impl CustomOp1 for GeluErf {
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
         let src = f32_input(s, l)?;
         let mut dst = vec![0f32; src.len()];
-        src.par_chunks(CHUNK)
-            .zip(dst.par_chunks_mut(CHUNK))
-            .for_each(|(s, d)| gelu_slice(s, d));
+        gelu_erf_into(src, &mut dst);
         Ok((CpuStorage::F32(dst), l.shape().clone()))
     }
+}
+
+/// `dst = gelu_erf(src)` element by element (equal lengths), in parallel chunks: the same
+/// values as [`gelu_erf`].
+pub(crate) fn gelu_erf_into(src: &[f32], dst: &mut [f32]) {
+    assert_eq!(src.len(), dst.len(), "gelu_erf_into: lengths differ");
+    src.par_chunks(CHUNK)
+        .zip(dst.par_chunks_mut(CHUNK))
+        .for_each(|(s, d)| gelu_slice(s, d));
 }
 
 /// The contiguous f32 data of a custom op's input.

@@ -145,6 +145,9 @@ impl Mlp {
         })
     }
     fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        if let Some(y) = super::quant::int8_mlp(&self.fc1, &self.fc2, x)? {
+            return Ok(y);
+        }
         self.fc2.forward(&kernels::gelu_erf(&self.fc1.forward(x)?)?)
     }
 }
