@@ -206,7 +206,12 @@ fn whisper_fp32_vs_int8() {
 fn decode_steps_profile() {
     use dicta_models::whisper::{ComputeType, LoadOptions, Whisper};
     let Some(dir) = model_dir() else { return };
+    // DICTA_BENCH_CT=int8|float32 runs one compute type (for `perf record`).
+    let only = std::env::var("DICTA_BENCH_CT").ok();
     for ct in [ComputeType::Int8, ComputeType::Float32] {
+        if only.as_deref().is_some_and(|o| o != ct.to_string()) {
+            continue;
+        }
         let m = Whisper::load_with(&dir, &Device::Cpu, &LoadOptions { compute_type: ct }).unwrap();
         let s = &m.config.special;
         // Rows per step: 8 (batched clips) by default; DICTA_BENCH_ROWS=1 is sequential long-form.
