@@ -176,26 +176,7 @@ impl Whisper {
                 )))
             }
         }
-        let cross = if self.device.is_cpu()
-            && !self.decoder.kv_f16()
-            && encoder_out.dim(0).map_err(ce)? > 1
-        {
-            // One row at a time keeps the working set in cache (see `per_rows`), then one copy per layer.
-            let rows = (0..encoder_out.dim(0).map_err(ce)?)
-                .map(|r| self.decoder.cross_kv(&encoder_out.narrow(0, r, 1)?))
-                .collect::<candle_core::Result<Vec<_>>>()
-                .map_err(ce)?;
-            (0..self.config.n_text_layer)
-                .map(|l| {
-                    let ks: Vec<_> = rows.iter().map(|r| r[l].0.clone()).collect();
-                    let vs: Vec<_> = rows.iter().map(|r| r[l].1.clone()).collect();
-                    Ok((Tensor::cat(&ks, 0)?, Tensor::cat(&vs, 0)?))
-                })
-                .collect::<candle_core::Result<Vec<_>>>()
-                .map_err(ce)?
-        } else {
-            self.decoder.cross_kv(encoder_out).map_err(ce)?
-        };
+        let cross = self.decoder.cross_kv(encoder_out).map_err(ce)?;
         let h = self.decoder.n_head();
         DecoderCache::new(cross, h, self.config.n_text_state / h)
     }

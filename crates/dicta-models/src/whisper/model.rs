@@ -394,10 +394,31 @@ impl Decoder {
     }
 
     /// Cross-attention K/V of every layer from encoder states [W, T, d] (each [W, H, T, Dh]).
+    /// On the CPU the windows are projected one at a time: each one's working set stays in
+    /// cache (as `Whisper::per_rows` does for the encoder).
     pub fn cross_kv(&self, enc: &Tensor) -> candle_core::Result<Vec<(Tensor, Tensor)>> {
         if self.kv_f16 {
             return self.cross_kv_f16(enc);
         }
+        let n = enc.dim(0)?;
+        if !enc.device().is_cpu() || n <= 1 {
+            return self.cross_kv_f32(enc);
+        }
+        // One window at a time, then one copy per layer.
+        let rows = (0..n)
+            .map(|r| self.cross_kv_f32(&enc.narrow(0, r, 1)?))
+            .collect::<candle_core::Result<Vec<_>>>()?;
+        (0..self.layers.len())
+            .map(|l| {
+                let ks: Vec<_> = rows.iter().map(|r| r[l].0.clone()).collect();
+                let vs: Vec<_> = rows.iter().map(|r| r[l].1.clone()).collect();
+                Ok((Tensor::cat(&ks, 0)?, Tensor::cat(&vs, 0)?))
+            })
+            .collect()
+    }
+
+    /// [`Decoder::cross_kv`] in f32, all windows of `enc` in one projection per layer.
+    fn cross_kv_f32(&self, enc: &Tensor) -> candle_core::Result<Vec<(Tensor, Tensor)>> {
         self.layers
             .iter()
             .map(|l| {
@@ -436,12 +457,6 @@ impl Decoder {
                 ))
             })
             .collect()
-    }
-
-    /// Whether the cross-attention K/V are f16 ([`Decoder::cross_kv`] then works a window at a
-    /// time itself).
-    pub(crate) fn kv_f16(&self) -> bool {
-        self.kv_f16
     }
 
     /// tokens: [N, L] u32 (new tokens) → hidden states [N, L, d] after the final layer norm;
