@@ -95,11 +95,12 @@ fn median_secs(reps: usize, mut f: impl FnMut()) -> f64 {
     v[reps / 2]
 }
 
-/// f32 gemm vs Dicta's int8 kernel (activations quantized per row on the fly) on tiny.en's shapes.
+/// f32 gemm vs Dicta's int8 kernel at each byte level of this CPU (activations quantized per
+/// row on the fly) on tiny.en's shapes.
 #[test]
 #[ignore = "timing report; run explicitly"]
 fn linear_f32_vs_int8() {
-    use dicta_models::kernels::int8::{matmul_i8, Level, PackedI8};
+    use dicta_models::kernels::int8::{matmul_i8_at, Level, PackedI8};
     // tiny.en shapes: fused qkv, out/cross, fc1, fc2, vocabulary projection.
     let shapes = [
         (384usize, 1152usize),
@@ -108,7 +109,12 @@ fn linear_f32_vs_int8() {
         (1536, 384),
         (384, 51864),
     ];
-    eprintln!("int8 level: {:?}", Level::best());
+    let levels: Vec<Level> = Level::available()
+        .iter()
+        .copied()
+        .filter(|&l| l != Level::Scalar)
+        .collect();
+    eprintln!("int8 levels: {levels:?}");
     for m in [1usize, 8, 1500, 12000] {
         for &(k, n) in &shapes {
             if m >= 1500 && n == 51864 {
@@ -127,20 +133,26 @@ fn linear_f32_vs_int8() {
                 };
                 std::hint::black_box(y);
             });
-            let mut out = vec![0f32; m * n];
-            let t8 = median_secs(reps, || {
-                matmul_i8(&xv, m, &packed, None, &mut out);
-                std::hint::black_box(&out);
-            });
             let gops = 2.0 * (m * n * k) as f64 * 1e-9;
-            eprintln!(
-                "m={m:5} {k:5}→{n:6}: f32 {:8.3} ms ({:5.0} GFLOP/s)  int8 {:8.3} ms ({:5.0} GOP/s)  f32/int8 {:.2}",
+            let mut line = format!(
+                "m={m:5} {k:5}→{n:6}: f32 {:8.3} ms ({:5.0} GFLOP/s)",
                 t32 * 1e3,
-                gops / t32,
-                t8 * 1e3,
-                gops / t8,
-                t32 / t8
+                gops / t32
             );
+            let mut out = vec![0f32; m * n];
+            for &level in &levels {
+                let t8 = median_secs(reps, || {
+                    matmul_i8_at(level, &xv, m, &packed, None, &mut out);
+                    std::hint::black_box(&out);
+                });
+                line += &format!(
+                    "  {level:?} {:8.3} ms ({:5.0} GOP/s, f32/int8 {:.2})",
+                    t8 * 1e3,
+                    gops / t8,
+                    t32 / t8
+                );
+            }
+            eprintln!("{line}");
         }
     }
 }

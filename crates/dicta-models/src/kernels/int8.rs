@@ -19,6 +19,7 @@
 use rayon::prelude::*;
 use std::sync::OnceLock;
 
+mod amx;
 mod asym;
 pub mod attention;
 pub use asym::{matmul_u8_asym, PackedU8Asym};
@@ -35,6 +36,9 @@ const ROWS_PER_TASK: usize = 64;
 /// Kernel implementations, fastest first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Level {
+    /// AMX tiles (`tdpbusd`) for blocks of 16 rows and more, else as [`Level::Avx512Vnni`]
+    /// (every AMX CPU has it); see the `amx` module.
+    Amx,
     /// 512-bit `vpdpbusd` (AVX512-VNNI with AVX512BW).
     Avx512Vnni,
     /// 256-bit `vpdpbusd` (AVX-VNNI).
@@ -59,6 +63,9 @@ impl Level {
                 && is_x86_feature_detected!("avx512bw")
                 && is_x86_feature_detected!("avx512vnni")
             {
+                if amx::available() {
+                    v.push(Level::Amx);
+                }
                 v.push(Level::Avx512Vnni);
             }
             if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("avxvnni") {
@@ -203,6 +210,26 @@ pub fn matmul_i8_at(
     if m == 0 || n == 0 {
         return;
     }
+    if level == Level::Amx && w.k4.is_multiple_of(amx::TILE_K) {
+        par_tiles(out, m, n, w.n_pad / NR, |row0, rows, pairs, out| {
+            let x = &x[row0 * k..(row0 + rows) * k];
+            let (a, sa) = quantize_rows_to(x, rows, k, w.k4, amx::TILE_ROWS);
+            let mut sums = [[0i32; NR]; 2 * amx::TILE_ROWS];
+            // SAFETY: `Level::Amx` is only listed where `amx::available()` said yes.
+            let tiles = unsafe { amx::Tiles::load() };
+            for pair in pairs {
+                let p = 2 * pair;
+                for r in (0..rows).step_by(2 * amx::TILE_ROWS) {
+                    let two = r + amx::TILE_ROWS < rows;
+                    // SAFETY: `a` holds whole 16-row blocks of k4 bytes (k4 a multiple of 64)
+                    // and `w` whole panel pairs.
+                    unsafe { amx::block(&tiles, &a[r * w.k4..], w, p, two, &mut sums) };
+                    epilogue_fast(&sums, w, p * PANEL, &sa[r..], bias, out, r, rows, n);
+                }
+            }
+        });
+        return;
+    }
     par_tiles(out, m, n, w.n_pad / NR, |row0, rows, pairs, out| {
         let (a, sa) = quantize_rows(&x[row0 * k..(row0 + rows) * k], rows, k, w.k4);
         let mut tile = [[0i32; NR]; MR];
@@ -210,7 +237,7 @@ pub fn matmul_i8_at(
             let p = 2 * pair;
             for r in (0..rows).step_by(MR) {
                 tile_at(level, &a[r * w.k4..], w, p, &mut tile);
-                epilogue(&tile, w, p * PANEL, &sa[r..], bias, out, r, rows, n);
+                epilogue_fast(&tile, w, p * PANEL, &sa[r..], bias, out, r, rows, n);
             }
         }
     });
@@ -309,7 +336,7 @@ fn tile_at(level: Level, a: &[u8], w: &PackedI8, p: usize, tile: &mut [[i32; NR]
         #[cfg(target_arch = "x86_64")]
         // SAFETY: callers check the level against the CPU's features (`Level::available`);
         // `a` holds whole MR-row blocks of k4 bytes and `w` whole panel pairs.
-        Level::Avx512Vnni => unsafe { tile_avx512(a, w, p, tile) },
+        Level::Amx | Level::Avx512Vnni => unsafe { tile_avx512(a, w, p, tile) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as above.
         Level::AvxVnni => unsafe { tile_avxvnni(a, w, p, tile) },
@@ -321,7 +348,18 @@ fn tile_at(level: Level, a: &[u8], w: &PackedI8, p: usize, tile: &mut [[i32; NR]
 /// +128), padded to `k4` columns and to whole [`MR`]-row blocks (pad value 128, i.e. zero).
 /// Returns the bytes `[rows_pad, k4]` and the scale of each row.
 fn quantize_rows(x: &[f32], rows: usize, k: usize, k4: usize) -> (Vec<u8>, Vec<f32>) {
-    let rows_pad = rows.next_multiple_of(MR);
+    quantize_rows_to(x, rows, k, k4, MR)
+}
+
+/// [`quantize_rows`] padded to whole blocks of `block` rows.
+fn quantize_rows_to(
+    x: &[f32],
+    rows: usize,
+    k: usize,
+    k4: usize,
+    block: usize,
+) -> (Vec<u8>, Vec<f32>) {
+    let rows_pad = rows.next_multiple_of(block);
     let mut a = vec![128u8; rows_pad * k4];
     let mut scales = vec![0f32; rows_pad];
     for r in 0..rows {
@@ -400,12 +438,72 @@ fn quantize_row(row: &[f32], out: &mut [u8]) -> f32 {
     m / 127.0
 }
 
+/// [`epilogue`] compiled for the widest vectors the CPU has (the callers' closures are
+/// compiled for baseline x86-64, i.e. 4-lane SSE). The arithmetic is element-wise without
+/// fused multiply-adds, so every width gives the same bits.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn epilogue_fast(
+    tile: &[[i32; NR]],
+    w: &PackedI8,
+    c0: usize,
+    sa: &[f32],
+    bias: Option<&[f32]>,
+    out: &mut OutRows,
+    r0: usize,
+    rows: usize,
+    n: usize,
+) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx512f")]
+        #[allow(clippy::too_many_arguments)]
+        unsafe fn wide(
+            tile: &[[i32; NR]],
+            w: &PackedI8,
+            c0: usize,
+            sa: &[f32],
+            bias: Option<&[f32]>,
+            out: &mut OutRows,
+            r0: usize,
+            rows: usize,
+            n: usize,
+        ) {
+            epilogue(tile, w, c0, sa, bias, out, r0, rows, n)
+        }
+        #[target_feature(enable = "avx2")]
+        #[allow(clippy::too_many_arguments)]
+        unsafe fn mid(
+            tile: &[[i32; NR]],
+            w: &PackedI8,
+            c0: usize,
+            sa: &[f32],
+            bias: Option<&[f32]>,
+            out: &mut OutRows,
+            r0: usize,
+            rows: usize,
+            n: usize,
+        ) {
+            epilogue(tile, w, c0, sa, bias, out, r0, rows, n)
+        }
+        if is_x86_feature_detected!("avx512f") {
+            // SAFETY: AVX-512F was detected.
+            return unsafe { wide(tile, w, c0, sa, bias, out, r0, rows, n) };
+        }
+        if is_x86_feature_detected!("avx2") {
+            // SAFETY: AVX2 was detected.
+            return unsafe { mid(tile, w, c0, sa, bias, out, r0, rows, n) };
+        }
+    }
+    epilogue(tile, w, c0, sa, bias, out, r0, rows, n)
+}
+
 /// `out = (acc - comp) · scale_row · scale_channel + bias` for one tile, shared by every
 /// level so they agree bit for bit.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn epilogue(
-    tile: &[[i32; NR]; MR],
+    tile: &[[i32; NR]],
     w: &PackedI8,
     c0: usize,
     sa: &[f32],
@@ -419,7 +517,7 @@ fn epilogue(
     for (i, acc) in tile
         .iter()
         .enumerate()
-        .take(rows.saturating_sub(r0).min(MR))
+        .take(rows.saturating_sub(r0).min(tile.len()))
     {
         let o = out.cols(r0 + i, c0, cols);
         let (comp, scales) = (&w.comp[c0..c0 + cols], &w.scales[c0..c0 + cols]);
@@ -561,6 +659,11 @@ mod tests {
             (65, 1152, 384),
             // Few rows, many channels: tasks split the channels too (`par_tiles`).
             (5, 2000, 96),
+            // Whole and partial AMX blocks (16 and 32 rows; k a multiple of 64 or not).
+            (16, 64, 64),
+            (32, 96, 128),
+            (47, 40, 192),
+            (64, 32, 100),
         ] {
             let x: Vec<f32> = (0..m * k).map(|_| lcg(&mut seed)).collect();
             let w: Vec<f32> = (0..n * k).map(|_| lcg(&mut seed) * 0.2).collect();

@@ -1,0 +1,184 @@
+//! AMX tiles (Intel Advanced Matrix Extensions, Sapphire Rapids and later) for the int8
+//! products: one `tdpbusd` multiplies 16 rows × 64 bytes of activations by 64 × 16 weights,
+//! 16 384 multiply-adds, where one 512-bit `vpdpbusd` does 64.
+//!
+//! The operands are the byte kernels' own: activations as `u8` shifted by +128 ([`super`]'s
+//! row quantizer, rows `k4` bytes apart), weights in [`PackedI8`]'s panels, whose (panel,
+//! 16 k-groups) runs are exactly AMX's "VNNI" B layout (16 rows of 16 channels × 4 bytes, 64
+//! bytes apart). The integer sums are exact, so this level's `i32` sums, and hence its
+//! outputs, equal the other levels' bit for bit (tested with them).
+//!
+//! Linux hands tile registers to a process only on request (`arch_prctl(ARCH_REQ_XCOMP_PERM,
+//! XFEATURE_XTILEDATA)`); [`available`] asks once. A thread loads the tile configuration
+//! before its first tile instruction and releases it after its last ([`Tiles`]), so a thread
+//! that has finished carries no tile state through context switches. Stable Rust has no AMX
+//! intrinsics, so the instructions are written as inline assembly. `DICTA_NO_AMX=1` turns the
+//! level off (for side-by-side measurements).
+
+use super::{PackedI8, NR};
+
+/// Rows of one activation / sum tile.
+pub(super) const TILE_ROWS: usize = 16;
+/// Bytes of `k` per tile step (one tile row).
+pub(super) const TILE_K: usize = 64;
+
+/// Whether this CPU has AMX-TILE and AMX-INT8, the OS granted this process tile data, and
+/// `DICTA_NO_AMX` is not set.
+pub(super) fn available() -> bool {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    {
+        if std::env::var_os("DICTA_NO_AMX").is_some_and(|v| v != "0") {
+            return false;
+        }
+        let c = std::arch::x86_64::__cpuid_count(7, 0);
+        let (tile, int8) = ((c.edx >> 24) & 1 == 1, (c.edx >> 25) & 1 == 1);
+        if !(tile && int8) {
+            return false;
+        }
+        const SYS_ARCH_PRCTL: i64 = 158;
+        const ARCH_REQ_XCOMP_PERM: i64 = 0x1023;
+        const XFEATURE_XTILEDATA: i64 = 18;
+        let rc: i64;
+        // SAFETY: arch_prctl only changes this process's permitted extended states; a kernel
+        // without AMX support answers with an error code.
+        unsafe {
+            std::arch::asm!(
+                "syscall",
+                inlateout("rax") SYS_ARCH_PRCTL => rc,
+                in("rdi") ARCH_REQ_XCOMP_PERM,
+                in("rsi") XFEATURE_XTILEDATA,
+                lateout("rcx") _,
+                lateout("r11") _,
+                options(nostack)
+            );
+        }
+        rc == 0
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+    false
+}
+
+/// The tile configuration: palette 1, all eight tiles 16 rows × 64 bytes. tmm0–3 hold sums
+/// (rows 0–15 / 16–31 × channels 0–15 / 16–31), tmm4–5 activations (rows 0–15, 16–31),
+/// tmm6–7 weights (panels `p`, `p + 1`).
+#[repr(C, align(64))]
+struct Config([u8; 64]);
+
+const CONFIG: Config = {
+    let mut c = [0u8; 64];
+    c[0] = 1;
+    let mut t = 0;
+    while t < 8 {
+        c[16 + 2 * t] = TILE_K as u8; // bytes per row (u16, little-endian)
+        c[48 + t] = TILE_ROWS as u8;
+        t += 1;
+    }
+    Config(c)
+};
+
+/// Proof that this thread has loaded [`CONFIG`]; releases the tiles when dropped.
+pub(super) struct Tiles(std::marker::PhantomData<*const ()>);
+
+impl Tiles {
+    /// Loads the configuration on this thread.
+    ///
+    /// # Safety
+    /// [`available`] must have returned true in this process.
+    pub(super) unsafe fn load() -> Self {
+        #[cfg(target_arch = "x86_64")]
+        std::arch::asm!("ldtilecfg [{0}]", in(reg) CONFIG.0.as_ptr(), options(nostack));
+        Tiles(std::marker::PhantomData)
+    }
+}
+
+impl Drop for Tiles {
+    fn drop(&mut self) {
+        // SAFETY: the configuration was loaded by `load` on this thread (`Tiles` is not Send).
+        #[cfg(target_arch = "x86_64")]
+        unsafe {
+            std::arch::asm!("tilerelease", options(nostack, nomem));
+        }
+    }
+}
+
+/// The sums of 16 or 32 (`two_blocks`) activation rows with panels `p, p + 1`:
+/// `out[r][c] = Σ_k a[r][k] · w[c][k]` for channels `c` of the panel pair.
+///
+/// # Safety
+/// `a` must hold 16 (32 with `two_blocks`) rows of `w.k4` bytes, `k4` a multiple of
+/// [`TILE_K`], and `p + 1` a panel of `w`.
+#[allow(unused_variables)]
+pub(super) unsafe fn block(
+    _tiles: &Tiles,
+    a: &[u8],
+    w: &PackedI8,
+    p: usize,
+    two_blocks: bool,
+    out: &mut [[i32; NR]; 2 * TILE_ROWS],
+) {
+    let k4 = w.k4;
+    debug_assert!(k4.is_multiple_of(TILE_K));
+    debug_assert!(a.len() >= if two_blocks { 2 } else { 1 } * TILE_ROWS * k4);
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::asm;
+        let (b0, b1) = (w.group(p, 0), w.group(p + 1, 0));
+        let a0 = a.as_ptr();
+        let a1 = a0.add(if two_blocks { TILE_ROWS * k4 } else { 0 });
+        // One panel's 16 k-groups: 16 rows of 64 bytes, contiguous.
+        const B_STEP: usize = 16 * 64;
+        let steps = k4 / TILE_K;
+        asm!(
+            "tilezero tmm0",
+            "tilezero tmm1",
+            "tilezero tmm2",
+            "tilezero tmm3",
+            options(nostack, nomem)
+        );
+        for s in 0..steps {
+            asm!(
+                "tileloadd tmm6, [{b0} + {s64}*1]",
+                "tileloadd tmm7, [{b1} + {s64}*1]",
+                "tileloadd tmm4, [{a0} + {lda}*1]",
+                "tdpbusd tmm0, tmm4, tmm6",
+                "tdpbusd tmm1, tmm4, tmm7",
+                b0 = in(reg) b0.add(s * B_STEP),
+                b1 = in(reg) b1.add(s * B_STEP),
+                a0 = in(reg) a0.add(s * TILE_K),
+                lda = in(reg) k4,
+                s64 = in(reg) 64usize,
+                options(nostack, readonly)
+            );
+            if two_blocks {
+                asm!(
+                    "tileloadd tmm5, [{a1} + {lda}*1]",
+                    "tdpbusd tmm2, tmm5, tmm6",
+                    "tdpbusd tmm3, tmm5, tmm7",
+                    a1 = in(reg) a1.add(s * TILE_K),
+                    lda = in(reg) k4,
+                    options(nostack, readonly)
+                );
+            }
+        }
+        let o = out.as_mut_ptr() as *mut i32;
+        let ldo = NR * 4;
+        asm!(
+            "tilestored [{o0} + {ldo}*1], tmm0",
+            "tilestored [{o1} + {ldo}*1], tmm1",
+            o0 = in(reg) o,
+            o1 = in(reg) o.add(16),
+            ldo = in(reg) ldo,
+            options(nostack)
+        );
+        if two_blocks {
+            asm!(
+                "tilestored [{o0} + {ldo}*1], tmm2",
+                "tilestored [{o1} + {ldo}*1], tmm3",
+                o0 = in(reg) o.add(TILE_ROWS * NR),
+                o1 = in(reg) o.add(TILE_ROWS * NR + 16),
+                ldo = in(reg) ldo,
+                options(nostack)
+            );
+        }
+    }
+}
