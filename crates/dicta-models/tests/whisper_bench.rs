@@ -397,3 +397,40 @@ fn encoder_fp32_vs_int8() {
         tot[0] / tot[1]
     );
 }
+
+/// The encoder's self-attention for one 30 s window (tiny.en: 6 heads × 1500 frames × 64) at
+/// every byte level, and the f32 kernel.
+#[test]
+#[ignore = "timing report; run explicitly"]
+fn self_attention_levels() {
+    use dicta_models::kernels::attention::{self_attention_at, HeadsView, Level as F32Level};
+    use dicta_models::kernels::int8::{attention::self_attention_i8_at, Level};
+    let dims @ (n, h, t, dh) = (1usize, 6usize, 1500usize, 64usize);
+    let len = n * h * t * dh;
+    let mk = |s: f32| -> Vec<f32> { (0..len).map(|i| ((i as f32) * 0.61 + s).sin()).collect() };
+    let (q, k, v) = (mk(0.1), mk(0.2), mk(0.3));
+    let view = |d: &'static [f32]| HeadsView {
+        data: d,
+        offset: 0,
+        seq: h * t * dh,
+        head: t * dh,
+        row: dh,
+    };
+    let (q, k, v): (&'static [f32], &'static [f32], &'static [f32]) =
+        (q.leak(), k.leak(), v.leak());
+    let mut out = vec![0f32; len];
+    let t32 = median_secs(5, || {
+        self_attention_at(F32Level::best(), view(q), view(k), view(v), dims, &mut out)
+    });
+    let mut line = format!("f32 {:.1} ms", t32 * 1e3);
+    for &level in Level::available() {
+        if level == Level::Scalar {
+            continue;
+        }
+        let tl = median_secs(5, || {
+            self_attention_i8_at(level, view(q), view(k), view(v), dims, &mut out)
+        });
+        line += &format!("  {level:?} {:.1} ms", tl * 1e3);
+    }
+    eprintln!("self-attention one window: {line}");
+}

@@ -143,6 +143,18 @@ pub fn self_attention_at(
 /// again, which costs 2·T·Dh copies against T²·Dh/parts multiply-adds.
 pub(super) fn split_heads(
     views: &[&HeadsView; 3],
+    dims: (usize, usize, usize, usize),
+    out: &mut [f32],
+    task: impl Fn(usize, usize, usize, usize, *mut f32) + Sync,
+) {
+    split_heads_by(4, views, dims, out, task)
+}
+
+/// [`split_heads`] aiming at `per_thread` tasks per thread: fewer tasks pack each head's K and V
+/// fewer times, more balance the threads better.
+pub(super) fn split_heads_by(
+    per_thread: usize,
+    views: &[&HeadsView; 3],
     (n, h, t, dh): (usize, usize, usize, usize),
     out: &mut [f32],
     task: impl Fn(usize, usize, usize, usize, *mut f32) + Sync,
@@ -156,7 +168,7 @@ pub(super) fn split_heads(
         assert!(last <= x.data.len(), "{name} view out of bounds");
     }
     let blocks = t.div_ceil(MR);
-    let want = 4 * rayon::current_num_threads();
+    let want = per_thread * rayon::current_num_threads();
     let parts = want.div_ceil(n * h).clamp(1, blocks);
     let per_part = blocks.div_ceil(parts) * MR;
     let ptr = OutPtr(out.as_mut_ptr());

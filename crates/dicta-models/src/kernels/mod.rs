@@ -12,6 +12,7 @@
 pub mod attention;
 mod cross_f16;
 pub mod int8;
+pub mod norm;
 pub mod panel;
 mod tile;
 

@@ -12,6 +12,7 @@ mod ct2;
 mod hf;
 mod model;
 pub(crate) mod quant;
+mod stem;
 mod tokenizer;
 
 pub use cache::DecoderCache;

@@ -62,10 +62,13 @@ fn linear(
     Linear::new(w, b).map_err(ce)
 }
 
+/// Whisper's layer-norm epsilon.
+const LN_EPS: f64 = 1e-5;
+
 fn layer_norm(wm: &mut WeightMap, p: &str, d: usize, dev: &Device) -> Result<LayerNorm> {
     let w = wm.take(&format!("{p}.weight"), &[d], dev)?;
     let b = wm.take(&format!("{p}.bias"), &[d], dev)?;
-    Ok(LayerNorm::new(w, b, 1e-5))
+    Ok(LayerNorm::new(w, b, LN_EPS))
 }
 
 /// Loads q/k/v projections of `p` as one fused [3d, d] layer (k has no bias in Whisper) with the
@@ -166,7 +169,7 @@ struct EncoderLayer {
 impl EncoderLayer {
     /// x: [N, T, d] → [N, T, d].
     fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
-        let h = self.ln1.forward(x)?;
+        let h = self.norm(&self.ln1, x)?;
         // Views of the fused [N, T, 3·d] projection: the kernel reads them through their strides.
         let qkv = self.qkv.forward(&h)?;
         let (n, t, d3) = qkv.dims3()?;
@@ -180,8 +183,17 @@ impl EncoderLayer {
         };
         let a = attend(&part(0)?, &part(1)?, &part(2)?)?;
         let x = (x + self.out.forward(&a)?)?;
-        let h = self.ln2.forward(&x)?;
+        let h = self.norm(&self.ln2, &x)?;
         x + self.mlp.forward(&h)?
+    }
+
+    /// The int8 compute type's layer norm is the vectorised kernel; float32 keeps candle's
+    /// (the token-parity reference).
+    fn norm(&self, ln: &LayerNorm, x: &Tensor) -> candle_core::Result<Tensor> {
+        match (self.int8_attention, ln.bias()) {
+            (true, Some(b)) => kernels::norm::layer_norm(x, ln.weight(), b, LN_EPS as f32),
+            _ => ln.forward(x),
+        }
     }
 }
 
@@ -189,6 +201,8 @@ impl EncoderLayer {
 pub(crate) struct Encoder {
     conv1: Conv1d,
     conv2: Conv1d,
+    /// The convolutions on Dicta's panel kernel (compute type int8 on the CPU).
+    fast_stem: Option<super::stem::Stem>,
     /// [n_audio_ctx, d]
     pos: Tensor,
     layers: Vec<EncoderLayer>,
@@ -218,6 +232,11 @@ impl Encoder {
         };
         let conv1 = conv(wm, "model.encoder.conv1", c.n_mels, 1)?;
         let conv2 = conv(wm, "model.encoder.conv2", d, 2)?;
+        let fast_stem = if int8_on_cpu(ct, dev) {
+            Some(super::stem::Stem::new(&conv1, &conv2)?)
+        } else {
+            None
+        };
         let pos = wm.take(
             "model.encoder.embed_positions.weight",
             &[c.n_audio_ctx, d],
@@ -256,6 +275,7 @@ impl Encoder {
         Ok(Self {
             conv1,
             conv2,
+            fast_stem,
             pos,
             layers,
             ln_post,
@@ -264,13 +284,21 @@ impl Encoder {
 
     /// mel: [N, n_mels, 2·n_audio_ctx] → [N, n_audio_ctx, d].
     pub fn forward(&self, mel: &Tensor) -> candle_core::Result<Tensor> {
-        let x = kernels::gelu_erf(&self.conv1.forward(mel)?)?;
-        let x = kernels::gelu_erf(&self.conv2.forward(&x)?)?;
-        let mut x = x.transpose(1, 2)?.broadcast_add(&self.pos)?;
+        let x = match &self.fast_stem {
+            Some(stem) => stem.forward(mel)?,
+            None => {
+                let x = kernels::gelu_erf(&self.conv1.forward(mel)?)?;
+                kernels::gelu_erf(&self.conv2.forward(&x)?)?.transpose(1, 2)?
+            }
+        };
+        let mut x = x.broadcast_add(&self.pos)?;
         for l in &self.layers {
             x = l.forward(&x)?;
         }
-        self.ln_post.forward(&x)
+        match self.layers.first() {
+            Some(l) => l.norm(&self.ln_post, &x),
+            None => self.ln_post.forward(&x),
+        }
     }
 }
 

@@ -58,6 +58,124 @@ pub(super) fn available() -> bool {
     false
 }
 
+/// Whether [`available`] holds and the CPU also has AMX-BF16 (`tdpbf16ps`).
+pub(super) fn bf16_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        super::Level::available().contains(&super::Level::Amx)
+            && (std::arch::x86_64::__cpuid_count(7, 0).edx >> 22) & 1 == 1
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// Head width of [`pv_block`]: four 16-column tiles.
+pub(super) const PV_DH: usize = 64;
+/// Keys per [`pv_block`] step (16 rows of bf16 pairs).
+pub(super) const PV_KEYS: usize = 32;
+
+/// One head's V `[t, 64]` (row `j` from `v(j)`) in bf16 in the tiles' pair layout: for each
+/// 16-column block `cb`, each pair of keys `kk`, 16 columns × (key `2kk`, key `2kk + 1`);
+/// keys padded with zeros to `kp` (a multiple of [`PV_KEYS`]).
+#[inline(always)]
+pub(super) fn pack_v_bf16<'a>(v: impl Fn(usize) -> &'a [f32], t: usize, kp: usize) -> Vec<u16> {
+    let mut out = vec![0u16; PV_DH * kp];
+    let half = kp / 2;
+    for kk in 0..t.div_ceil(2) {
+        let a = &v(2 * kk)[..PV_DH];
+        let b = if 2 * kk + 1 < t {
+            &v(2 * kk + 1)[..PV_DH]
+        } else {
+            &[0f32; PV_DH][..]
+        };
+        for cb in 0..PV_DH / 16 {
+            let dst = &mut out[(cb * half + kk) * 32..(cb * half + kk + 1) * 32];
+            let (a, b) = (&a[cb * 16..cb * 16 + 16], &b[cb * 16..cb * 16 + 16]);
+            for l in 0..16 {
+                dst[2 * l] = bf16_bits(a[l]);
+                dst[2 * l + 1] = bf16_bits(b[l]);
+            }
+        }
+    }
+    out
+}
+
+/// `x` rounded to bfloat16 (nearest, ties to even), as its bits; finite inputs.
+#[inline(always)]
+pub(super) fn bf16_bits(x: f32) -> u16 {
+    let b = x.to_bits();
+    ((b + 0x7FFF + ((b >> 16) & 1)) >> 16) as u16
+}
+
+/// `out[r][c] = Σ_j p[r][j] · v[j][c]` for 16 rows of bf16 probabilities `p` (row `r` at
+/// `p + r · ldp` elements, keys `0..kp`) and [`pack_v_bf16`]'s `vb`, in f32.
+///
+/// # Safety
+/// [`bf16_available`] must hold; `p` must hold 16 rows of `kp` elements `ldp` apart, `kp` a
+/// multiple of [`PV_KEYS`], and `vb` `64 · kp` elements.
+#[allow(unused_variables)]
+pub(super) unsafe fn pv_block(
+    _tiles: &Tiles,
+    p: &[u16],
+    ldp: usize,
+    vb: &[u16],
+    kp: usize,
+    out: &mut [[f32; PV_DH]; TILE_ROWS],
+) {
+    debug_assert!(kp.is_multiple_of(PV_KEYS) && vb.len() >= PV_DH * kp);
+    debug_assert!(p.len() >= (TILE_ROWS - 1) * ldp + kp);
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::asm;
+        let pa = p.as_ptr();
+        // Column block cb's tile for step s: 16 pair-rows of 16 × 2 bf16 (1 KB), 64 bytes apart.
+        let block = kp / 2 * 16 * 2;
+        let vp = vb.as_ptr();
+        asm!(
+            "tilezero tmm0",
+            "tilezero tmm1",
+            "tilezero tmm2",
+            "tilezero tmm3",
+            options(nostack, nomem)
+        );
+        for s in 0..kp / PV_KEYS {
+            let b = vp.add(s * 16 * 32);
+            asm!(
+                "tileloadd tmm4, [{a} + {lda}*1]",
+                "tileloadd tmm5, [{b0} + {s64}*1]",
+                "tileloadd tmm6, [{b1} + {s64}*1]",
+                "tdpbf16ps tmm0, tmm4, tmm5",
+                "tileloadd tmm7, [{b2} + {s64}*1]",
+                "tdpbf16ps tmm1, tmm4, tmm6",
+                "tileloadd tmm5, [{b3} + {s64}*1]",
+                "tdpbf16ps tmm2, tmm4, tmm7",
+                "tdpbf16ps tmm3, tmm4, tmm5",
+                a = in(reg) pa.add(s * PV_KEYS),
+                lda = in(reg) ldp * 2,
+                b0 = in(reg) b,
+                b1 = in(reg) b.add(block),
+                b2 = in(reg) b.add(2 * block),
+                b3 = in(reg) b.add(3 * block),
+                s64 = in(reg) 64usize,
+                options(nostack, readonly)
+            );
+        }
+        let o = out.as_mut_ptr() as *mut f32;
+        asm!(
+            "tilestored [{o0} + {ldo}*1], tmm0",
+            "tilestored [{o1} + {ldo}*1], tmm1",
+            "tilestored [{o2} + {ldo}*1], tmm2",
+            "tilestored [{o3} + {ldo}*1], tmm3",
+            o0 = in(reg) o,
+            o1 = in(reg) o.add(16),
+            o2 = in(reg) o.add(32),
+            o3 = in(reg) o.add(48),
+            ldo = in(reg) PV_DH * 4,
+            options(nostack)
+        );
+    }
+}
+
 /// The tile configuration: palette 1, all eight tiles 16 rows × 64 bytes. tmm0–3 hold sums
 /// (rows 0–15 / 16–31 × channels 0–15 / 16–31), tmm4–5 activations (rows 0–15, 16–31),
 /// tmm6–7 weights (panels `p`, `p + 1`).
