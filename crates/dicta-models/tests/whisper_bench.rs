@@ -236,8 +236,21 @@ fn decode_steps_profile() {
         let t = Instant::now();
         let mut cache = m.new_cache(&enc).unwrap();
         let t_cross = t.elapsed().as_secs_f64();
-        m.decode_last(&prompt(&[s.sot, s.no_timestamps], n), &mut cache)
-            .unwrap();
+        // DICTA_BENCH_PROMPT=P feeds P previous-text tokens first, as conditioning on the
+        // previous window does (up to 224).
+        let p: usize = std::env::var("DICTA_BENCH_PROMPT")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        let mut first: Vec<u32> = (0..p).map(|i| 400 + i as u32).collect();
+        first.extend([s.sot, s.no_timestamps]);
+        let tp = Instant::now();
+        m.decode_last(&prompt(&first, n), &mut cache).unwrap();
+        eprintln!(
+            "{ct}: prompt of {} tokens {:.1} ms",
+            first.len(),
+            tp.elapsed().as_secs_f64() * 1e3
+        );
         let steps = 150;
         let t = Instant::now();
         for i in 0..steps {

@@ -70,7 +70,23 @@ pub fn attend_few_queries(
             v.dims()
         );
     }
-    let (q, k, v) = (q.contiguous()?, k.contiguous()?, v.contiguous()?);
+    // K and V may be views whose (batch, head) blocks are [T, D] with rows D apart, such as the
+    // decoder's self-attention cache narrowed to its filled positions: read in place.
+    let in_place = |x: &Tensor| {
+        let st = x.stride();
+        st[3] == 1 && (t <= 1 || st[2] == d)
+    };
+    let k = if in_place(k) {
+        k.clone()
+    } else {
+        k.contiguous()?
+    };
+    let v = if in_place(v) {
+        v.clone()
+    } else {
+        v.contiguous()?
+    };
+    let q = q.contiguous()?;
     let (qs, ql) = q.storage_and_layout();
     let (ks, kl) = k.storage_and_layout();
     let (vs, vl) = v.storage_and_layout();
@@ -86,21 +102,32 @@ pub fn attend_few_queries(
     let mut out = vec![0f32; b * h * m * d];
     let mut probs = vec![0f32; b * h * m * t];
     let tasks = out.par_chunks_mut(m * d).zip(probs.par_chunks_mut(m * t));
+    // Start of the [T, D] block of (batch, head) `bh` in a view's storage.
+    let block = |l: &Layout, bh: usize| {
+        let st = l.stride();
+        l.start_offset() + (bh / h) * st[0] + (bh % h) * st[1]
+    };
     if f16_kv {
-        let (kd, vd) = (f16_input(ks, kl)?, f16_input(vs, vl)?);
+        let (kd, vd) = (
+            f16_storage(ks, kl, h, t * d)?,
+            f16_storage(vs, vl, h, t * d)?,
+        );
         let level = attention::Level::best();
         tasks.enumerate().for_each(|(bh, (o, p))| {
             let q = &qd[bh * m * d..(bh + 1) * m * d];
-            let k = &kd[bh * t * d..(bh + 1) * t * d];
-            let v = &vd[bh * t * d..(bh + 1) * t * d];
+            let (k0, v0) = (block(kl, bh), block(vl, bh));
+            let (k, v) = (&kd[k0..k0 + t * d], &vd[v0..v0 + t * d]);
             cross_f16::attend_head_f16(level, q, k, v, d, p, o);
         });
     } else {
-        let (kd, vd) = (f32_input(ks, kl)?, f32_input(vs, vl)?);
+        let (kd, vd) = (
+            f32_storage(ks, kl, h, t * d)?,
+            f32_storage(vs, vl, h, t * d)?,
+        );
         tasks.enumerate().for_each(|(bh, (o, p))| {
             let q = &qd[bh * m * d..(bh + 1) * m * d];
-            let k = &kd[bh * t * d..(bh + 1) * t * d];
-            let v = &vd[bh * t * d..(bh + 1) * t * d];
+            let (k0, v0) = (block(kl, bh), block(vl, bh));
+            let (k, v) = (&kd[k0..k0 + t * d], &vd[v0..v0 + t * d]);
             attend_head(q, k, v, d, p, o);
         });
     }
@@ -179,15 +206,121 @@ pub(crate) fn f32_input<'a>(s: &'a CpuStorage, l: &Layout) -> candle_core::Resul
     }
 }
 
-/// The contiguous f16 data of a CPU tensor.
-fn f16_input<'a>(s: &'a CpuStorage, l: &Layout) -> candle_core::Result<&'a [half::f16]> {
+/// Causal attention of `L` new positions over a cache: q [B, H, L, D] (already scaled), k and v
+/// [B, H, offset + L, D] f32 views whose (batch, head) blocks have rows `D` apart (such as the
+/// decoder's self-attention cache) → out [B, H, L, D]; query `i` sees keys `0..=offset + i`.
+///
+/// Each query takes exactly the arithmetic of a one-query [`attend_few_queries`] call over its
+/// keys (a decoder step), so a prompt fed at once gives the bits it gives fed token by token.
+/// Through candle (two batched matmuls, a mask and a softmax) a 226-token prompt took ≈ 200 ms
+/// of tiny.en's 4 layers.
+pub fn attend_causal(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    offset: usize,
+) -> candle_core::Result<Tensor> {
+    let (b, h, l, d) = q.dims4()?;
+    let t = offset + l;
+    if k.dims4()? != (b, h, t, d) || v.dims4()? != (b, h, t, d) {
+        candle_core::bail!(
+            "attend_causal: q {:?}, k {:?}, v {:?}, offset {offset}",
+            q.dims(),
+            k.dims(),
+            v.dims()
+        );
+    }
+    let in_place = |x: &Tensor| x.stride()[3] == 1 && (t <= 1 || x.stride()[2] == d);
+    let k = if in_place(k) {
+        k.clone()
+    } else {
+        k.contiguous()?
+    };
+    let v = if in_place(v) {
+        v.clone()
+    } else {
+        v.contiguous()?
+    };
+    let q = q.contiguous()?;
+    let (qs, ql) = q.storage_and_layout();
+    let (ks, kl) = k.storage_and_layout();
+    let (vs, vl) = v.storage_and_layout();
+    let (
+        candle_core::Storage::Cpu(qs),
+        candle_core::Storage::Cpu(ks),
+        candle_core::Storage::Cpu(vs),
+    ) = (&*qs, &*ks, &*vs)
+    else {
+        candle_core::bail!("attend_causal: CPU tensors expected")
+    };
+    let qd = f32_input(qs, ql)?;
+    let (kd, vd) = (
+        f32_storage(ks, kl, h, t * d)?,
+        f32_storage(vs, vl, h, t * d)?,
+    );
+    let block = |lay: &Layout, bh: usize| {
+        let st = lay.stride();
+        lay.start_offset() + (bh / h) * st[0] + (bh % h) * st[1]
+    };
+    let mut out = vec![0f32; b * h * l * d];
+    out.par_chunks_mut(l * d).enumerate().for_each(|(bh, o)| {
+        let (k0, v0) = (block(kl, bh), block(vl, bh));
+        let mut p = vec![0f32; t];
+        for i in 0..l {
+            let ti = offset + i + 1;
+            let q = &qd[(bh * l + i) * d..(bh * l + i + 1) * d];
+            attend_head(
+                q,
+                &kd[k0..k0 + ti * d],
+                &vd[v0..v0 + ti * d],
+                d,
+                &mut p[..ti],
+                &mut o[i * d..(i + 1) * d],
+            );
+        }
+    });
+    Tensor::from_vec(out, (b, h, l, d), q.device())
+}
+
+/// The f32 storage under a 4-d view [B, H, T, D] whose (batch, head) blocks are `block`
+/// contiguous elements, checked to hold the last block.
+fn f32_storage<'a>(
+    s: &'a CpuStorage,
+    l: &Layout,
+    h: usize,
+    block: usize,
+) -> candle_core::Result<&'a [f32]> {
+    let CpuStorage::F32(data) = s else {
+        candle_core::bail!("expected f32 storage")
+    };
+    check_blocks(data.len(), l, h, block)?;
+    Ok(data)
+}
+
+/// [`f32_storage`] for f16.
+fn f16_storage<'a>(
+    s: &'a CpuStorage,
+    l: &Layout,
+    h: usize,
+    block: usize,
+) -> candle_core::Result<&'a [half::f16]> {
     let CpuStorage::F16(data) = s else {
         candle_core::bail!("expected f16 storage")
     };
-    match l.contiguous_offsets() {
-        Some((a, b)) => Ok(&data[a..b]),
-        None => candle_core::bail!("input has to be contiguous"),
+    check_blocks(data.len(), l, h, block)?;
+    Ok(data)
+}
+
+/// Errors unless every (batch, head) block of `block` elements of the view `l` lies inside a
+/// storage of `len` elements (the blocks' starts grow with the batch and head indices).
+fn check_blocks(len: usize, l: &Layout, h: usize, block: usize) -> candle_core::Result<()> {
+    let (dims, st) = (l.dims(), l.stride());
+    let last =
+        l.start_offset() + dims[0].saturating_sub(1) * st[0] + h.saturating_sub(1) * st[1] + block;
+    if dims[0] * h > 0 && last > len {
+        candle_core::bail!("attend_few_queries: view out of its storage")
     }
+    Ok(())
 }
 
 /// One (batch, head): q [M, D], k and v [T, D] → probabilities [M, T] (in `p`) and out [M, D].
@@ -594,6 +727,64 @@ mod tests {
             assert!(max_abs_diff(&probs.unwrap(), &p) < 1e-6, "probs");
             let (_, none) = attend_few_queries(&q, &k, &v, false).unwrap();
             assert!(none.is_none());
+        }
+    }
+
+    /// Causal attention over a cache view (narrowed from a larger buffer, as the decoder's
+    /// cache is): each query equals a one-query `attend_few_queries` call over its prefix bit
+    /// for bit, and the masked two-matmul softmax within rounding.
+    #[test]
+    fn causal_attention_equals_steps_and_masked_matmuls() {
+        let dev = Device::Cpu;
+        let val = |n: usize, salt: usize| -> Vec<f32> {
+            (0..n)
+                .map(|i| (((i * 7919 + salt * 104_729) % 2001) as f32 - 1000.0) / 700.0)
+                .collect()
+        };
+        for (b, h, l, offset, d, cap) in [(2, 3, 5, 7, 64, 20), (1, 2, 4, 0, 13, 4)] {
+            let t = offset + l;
+            let q = Tensor::from_vec(val(b * h * l * d, 1), (b, h, l, d), &dev).unwrap();
+            let kb = Tensor::from_vec(val(b * h * cap * d, 2), (b, h, cap, d), &dev).unwrap();
+            let vb = Tensor::from_vec(val(b * h * cap * d, 3), (b, h, cap, d), &dev).unwrap();
+            let (k, v) = (kb.narrow(2, 0, t).unwrap(), vb.narrow(2, 0, t).unwrap());
+            let out = attend_causal(&q, &k, &v, offset).unwrap();
+            for i in 0..l {
+                let qi = q.narrow(2, i, 1).unwrap();
+                let (ki, vi) = (
+                    k.narrow(2, 0, offset + i + 1).unwrap(),
+                    v.narrow(2, 0, offset + i + 1).unwrap(),
+                );
+                let (step, _) = attend_few_queries(&qi, &ki, &vi, false).unwrap();
+                let got = out.narrow(2, i, 1).unwrap();
+                assert_eq!(
+                    max_abs_diff(&got, &step),
+                    0.0,
+                    "query {i} differs from its step"
+                );
+            }
+            let mask: Vec<f32> = (0..l)
+                .flat_map(|i| {
+                    (0..t).map(move |j| {
+                        if j > offset + i {
+                            f32::NEG_INFINITY
+                        } else {
+                            0.0
+                        }
+                    })
+                })
+                .collect();
+            let mask = Tensor::from_vec(mask, (l, t), &dev).unwrap();
+            let (kc, vc) = (k.contiguous().unwrap(), v.contiguous().unwrap());
+            let s = q
+                .matmul(&kc.t().unwrap())
+                .unwrap()
+                .broadcast_add(&mask)
+                .unwrap();
+            let want = candle_nn::ops::softmax_last_dim(&s)
+                .unwrap()
+                .matmul(&vc)
+                .unwrap();
+            assert!(max_abs_diff(&out, &want) < 1e-5, "vs masked matmuls");
         }
     }
 

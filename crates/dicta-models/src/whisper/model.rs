@@ -595,7 +595,12 @@ impl Decoder {
             let h = layer.ln1.forward(&x)?;
             let qkv = split_heads(&layer.qkv.forward(&h)?, 3, self.n_head)?;
             let (k, v) = cache.append(li, &qkv[1], &qkv[2], offset)?;
-            let a = if stepwise && l > 1 {
+            let a = if self.kv_f16 {
+                // int8: causal attention over the cache in place, each position as a one-token
+                // step computes it (so also the verification pass's rule below). The float32
+                // path keeps candle's matmuls: it is the token-parity reference.
+                merge_heads(&kernels::attend_causal(&qkv[0], &k, &v, offset)?)?
+            } else if stepwise && l > 1 {
                 // One query at a time over its own prefix, as a one-token step computes it.
                 let per = (0..l)
                     .map(|i| {
