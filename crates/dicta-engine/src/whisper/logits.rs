@@ -10,14 +10,10 @@ pub fn log_softmax_in_place(x: &mut [f32]) {
     }
 }
 
-/// `log(sum(exp(x)))`, stable; `-inf` for an empty or fully masked slice.
+/// `log(sum(exp(x)))`, stable; `-inf` for an empty or fully masked slice (the vectorised
+/// kernel: see [`dicta_models::kernels::log_sum_exp`]).
 pub fn log_sum_exp(x: &[f32]) -> f32 {
-    let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    if max == f32::NEG_INFINITY {
-        return f32::NEG_INFINITY;
-    }
-    let sum: f32 = x.iter().map(|v| (v - max).exp()).sum();
-    max + sum.ln()
+    dicta_models::kernels::log_sum_exp(x)
 }
 
 /// Probability of `id` under softmax of raw `logits`.
