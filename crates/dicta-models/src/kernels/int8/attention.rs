@@ -15,8 +15,8 @@
 //! byte level, so every [`Level`] gives the same bits (tested), except [`Level::Amx`] on CPUs
 //! with AMX-BF16 (and heads of 64): there the probabilities and values are rounded to bfloat16
 //! for the tiles (`attend_range_amx`; 8 significant bits for every probability however
-//! small, unlike bytes), within ≈ 0.4% of the other levels (tested). tiny.en dev set with the
-//! rest of session 19's int8 encoder: 287 word errors against 289 (1523 words).
+//! small, unlike bytes), within ≈ 0.4% of the other levels (tested). Dev set with the rest of
+//! session 19's int8 path: tiny.en 287 word errors against 289, base 286 against 287 (1523 words).
 //!
 //! The Whisper encoder uses it for the int8 compute type on the CPU. tiny.en dev set (whole
 //! process per item): WER 18.71% against 18.91% with float32 scores, 1.29× faster; base
@@ -24,8 +24,8 @@
 
 use super::{amx, quantize_rows, quantize_rows_to, tile_at, Level, PackedI8, MR, NR, PANEL};
 use crate::kernels::attention::{pack_v, softmax_times_v, split_heads_by, HeadsView};
-use crate::kernels::max_of;
 use crate::kernels::tile::Level as F32Level;
+use crate::kernels::{exp, max_of};
 
 /// [`crate::kernels::attention::self_attention_at`] with int8 products at byte-kernel `level`
 /// (which the CPU must support): q, k, v [N, H, T, Dh] views (q already scaled) → `out`
@@ -70,7 +70,8 @@ pub fn self_attention_i8_at(
 const AMX_ROWS: usize = 2 * amx::TILE_ROWS;
 
 /// [`attend_range`] on AMX tiles: the scores on `tdpbusd` as on the other levels (the same
-/// bits), then the probabilities and V rounded to bfloat16 for `tdpbf16ps` (f32 sums), each
+/// bits), the probabilities through the same `exp` as the f32 softmax, then they and V rounded
+/// to bfloat16 for `tdpbf16ps` (f32 sums), each
 /// row divided by the sum of its rounded probabilities at the end. bf16 keeps 8 significant
 /// bits of every probability however small (bytes zeroed those under 1/510 of the largest:
 /// see the module note), so the output is within ≈ 0.4% of float32's.
@@ -116,8 +117,7 @@ unsafe fn attend_range_amx(
             let (comp, scales) = (&pk.comp[c0..c0 + NR], &pk.scales[c0..c0 + NR]);
             for (r, acc) in sums.iter().enumerate().take(rows) {
                 let o = &mut s[r * tp + c0..r * tp + c0 + NR];
-                // Scores in base 2 (× log2 e), for `exp2_bf16`.
-                let sr = sa[r] * std::f32::consts::LOG2_E;
+                let sr = sa[r];
                 for j in 0..NR {
                     o[j] = (acc[j] - comp[j]) as f32 * (sr * scales[j]);
                 }
@@ -133,13 +133,13 @@ unsafe fn attend_range_amx(
             let mut sc = row.chunks_exact(16);
             for (pc, sc) in (&mut pc).zip(&mut sc) {
                 for l in 0..16 {
-                    let b = amx::bf16_bits(exp2_bf16(sc[l] - m));
+                    let b = amx::bf16_bits(exp::<true>(sc[l] - m));
                     pc[l] = b;
                     acc[l] += f32::from_bits(u32::from(b) << 16);
                 }
             }
             for (pv, &x) in pc.into_remainder().iter_mut().zip(sc.remainder()) {
-                let b = amx::bf16_bits(exp2_bf16(x - m));
+                let b = amx::bf16_bits(exp::<true>(x - m));
                 *pv = b;
                 acc[0] += f32::from_bits(u32::from(b) << 16);
             }
@@ -212,33 +212,6 @@ fn attend_range(
             out,
         );
     }
-}
-
-/// `2^x` for `x ≤ 0`, to the precision the bf16 probabilities keep: `x = n + f` with
-/// `|f| ≤ 1/2`, `2^f` by its degree-4 Taylor polynomial (relative error < 1e-4, under 5% of
-/// a bf16 rounding step), `2^n` from the exponent bits. Below −126 it gives 2^−126 (the
-/// tiles treat bf16 subnormals as zero anyway). Half the work of the full `exp`.
-#[inline(always)]
-fn exp2_bf16(x: f32) -> f32 {
-    const ROUND: f32 = 12_582_912.0;
-    // (ln 2)^k / k!
-    const C: [f32; 4] = [
-        std::f32::consts::LN_2,
-        0.240_226_5,
-        0.055_504_11,
-        0.009_618_129,
-    ];
-    let x = x.max(-126.0);
-    let t = x + ROUND;
-    let n = t - ROUND;
-    let f = x - n;
-    let p = C[3]
-        .mul_add(f, C[2])
-        .mul_add(f, C[1])
-        .mul_add(f, C[0])
-        .mul_add(f, 1.0);
-    let n_bits = t.to_bits().wrapping_sub(ROUND.to_bits()) as i32;
-    p * f32::from_bits(((n_bits + 127) << 23) as u32)
 }
 
 #[cfg(test)]
@@ -345,19 +318,6 @@ mod tests {
                 max < 0.01 && mean < 1e-3,
                 "{dims:?}: max error {max}, mean {mean}"
             );
-        }
-    }
-
-    /// `exp2_bf16` is within 1e-4 (relative) of 2^x over the scores' range, so its error stays
-    /// far under bf16's rounding step (2^-9).
-    #[test]
-    fn exp2_bf16_is_well_under_a_bf16_step() {
-        for i in 0..=200_000 {
-            let x = -(i as f32) * 1e-3 * 1.26; // 0 down to -252
-            let want = 2f64.powf(f64::from(x.max(-126.0)));
-            let got = f64::from(exp2_bf16(x));
-            let rel = (got - want).abs() / want;
-            assert!(rel < 1e-4, "2^{x}: {got} vs {want} (relative {rel})");
         }
     }
 
