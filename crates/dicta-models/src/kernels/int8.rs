@@ -236,7 +236,7 @@ pub fn matmul_i8_at(
         for pair in pairs {
             let p = 2 * pair;
             for r in (0..rows).step_by(MR) {
-                tile_at(level, &a[r * w.k4..], w, p, &mut tile);
+                tile_at(level, &a[r * w.k4..], w, p, (rows - r).min(MR), &mut tile);
                 epilogue_fast(&tile, w, p * PANEL, &sa[r..], bias, out, r, rows, n);
             }
         }
@@ -329,18 +329,43 @@ fn check_args(
     );
 }
 
-/// The `MR × NR` sums of `a` (MR rows of `k4` bytes) with panels `p, p + 1` at `level`.
+/// The sums of the first `rows` (1..=MR) rows of `a` (whole MR-row blocks of `k4` bytes) with
+/// panels `p, p + 1` at `level`, into the first `rows` rows of `tile` (the others are left as
+/// they were).
+///
+/// Only the rows asked for are computed: a decoder step has 1–8 rows, and always doing 8 made
+/// a one-row step's products (the 51,864-channel vocabulary projection above all) compute
+/// bound on rows nobody reads, where they should be limited by streaming the weights.
 #[inline(always)]
-fn tile_at(level: Level, a: &[u8], w: &PackedI8, p: usize, tile: &mut [[i32; NR]; MR]) {
+fn tile_at(
+    level: Level,
+    a: &[u8],
+    w: &PackedI8,
+    p: usize,
+    rows: usize,
+    tile: &mut [[i32; NR]; MR],
+) {
+    debug_assert!(rows >= 1);
+    macro_rules! by_rows {
+        ($f:ident) => {
+            match rows {
+                1 => $f::<1>(a, w, p, tile),
+                2 => $f::<2>(a, w, p, tile),
+                3 => $f::<3>(a, w, p, tile),
+                4 => $f::<4>(a, w, p, tile),
+                _ => $f::<MR>(a, w, p, tile),
+            }
+        };
+    }
     match level {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: callers check the level against the CPU's features (`Level::available`);
         // `a` holds whole MR-row blocks of k4 bytes and `w` whole panel pairs.
-        Level::Amx | Level::Avx512Vnni => unsafe { tile_avx512(a, w, p, tile) },
+        Level::Amx | Level::Avx512Vnni => unsafe { by_rows!(tile_avx512) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as above.
-        Level::AvxVnni => unsafe { tile_avxvnni(a, w, p, tile) },
-        _ => tile_scalar(a, w, p, tile),
+        Level::AvxVnni => unsafe { by_rows!(tile_avxvnni) },
+        _ => tile_scalar(a, w, p, rows, tile),
     }
 }
 
@@ -540,9 +565,9 @@ fn epilogue(
 }
 
 /// The reference: the same sums in plain Rust.
-fn tile_scalar(a: &[u8], w: &PackedI8, p: usize, tile: &mut [[i32; NR]; MR]) {
+fn tile_scalar(a: &[u8], w: &PackedI8, p: usize, rows: usize, tile: &mut [[i32; NR]; MR]) {
     let groups = w.k4 / 4;
-    for (i, acc) in tile.iter_mut().enumerate() {
+    for (i, acc) in tile.iter_mut().enumerate().take(rows) {
         let row = &a[i * w.k4..(i + 1) * w.k4];
         for (half, accs) in acc.chunks_exact_mut(PANEL).enumerate() {
             let panel =
@@ -564,10 +589,15 @@ fn tile_scalar(a: &[u8], w: &PackedI8, p: usize, tile: &mut [[i32; NR]; MR]) {
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-unsafe fn tile_avx512(a: &[u8], w: &PackedI8, p: usize, tile: &mut [[i32; NR]; MR]) {
+unsafe fn tile_avx512<const R: usize>(
+    a: &[u8],
+    w: &PackedI8,
+    p: usize,
+    tile: &mut [[i32; NR]; MR],
+) {
     use std::arch::x86_64::*;
     let k4 = w.k4;
-    let mut acc = [[_mm512_setzero_si512(); 2]; MR];
+    let mut acc = [[_mm512_setzero_si512(); 2]; R];
     let ap = a.as_ptr();
     for g in 0..k4 / 4 {
         let b0 = _mm512_loadu_si512(w.group(p, g) as *const _);
@@ -586,13 +616,21 @@ unsafe fn tile_avx512(a: &[u8], w: &PackedI8, p: usize, tile: &mut [[i32; NR]; M
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,avxvnni")]
-unsafe fn tile_avxvnni(a: &[u8], w: &PackedI8, p: usize, tile: &mut [[i32; NR]; MR]) {
+unsafe fn tile_avxvnni<const R: usize>(
+    a: &[u8],
+    w: &PackedI8,
+    p: usize,
+    tile: &mut [[i32; NR]; MR],
+) {
     use std::arch::x86_64::*;
     let k4 = w.k4;
     let ap = a.as_ptr();
-    // 16 ymm registers: four rows × four 8-channel quarters at a time.
-    for half_rows in 0..2 {
-        let mut acc = [[_mm256_setzero_si256(); 4]; MR / 2];
+    // 16 ymm registers: up to four rows × four 8-channel quarters at a time.
+    const { assert!(R <= 4 || R == MR) };
+    let (passes, per_pass) = if R <= 4 { (1, R) } else { (2, 4) };
+    for half_rows in 0..passes {
+        let mut acc = [[_mm256_setzero_si256(); 4]; 4];
+        let acc = &mut acc[..per_pass];
         for g in 0..k4 / 4 {
             let g0 = w.group(p, g);
             let g1 = w.group(p + 1, g);
@@ -651,6 +689,10 @@ mod tests {
         let mut seed = 42u64;
         for &(m, n, k) in &[
             (1usize, 1usize, 1usize),
+            // Decoder steps: 1–4 rows take the narrower tiles of `tile_at`.
+            (1, 70, 384),
+            (2, 33, 40),
+            (4, 64, 96),
             (3, 17, 5),
             (8, 32, 64),
             (9, 33, 67),

@@ -70,67 +70,43 @@ pub fn attend_few_queries(
             v.dims()
         );
     }
-    // K and V may be views whose (batch, head) blocks are [T, D] with rows D apart, such as the
-    // decoder's self-attention cache narrowed to its filled positions: read in place.
-    let in_place = |x: &Tensor| {
-        let st = x.stride();
-        st[3] == 1 && (t <= 1 || st[2] == d)
-    };
-    let k = if in_place(k) {
-        k.clone()
-    } else {
-        k.contiguous()?
-    };
-    let v = if in_place(v) {
-        v.clone()
-    } else {
-        v.contiguous()?
-    };
     let q = q.contiguous()?;
-    let (qs, ql) = q.storage_and_layout();
-    let (ks, kl) = k.storage_and_layout();
-    let (vs, vl) = v.storage_and_layout();
-    let (
-        candle_core::Storage::Cpu(qs),
-        candle_core::Storage::Cpu(ks),
-        candle_core::Storage::Cpu(vs),
-    ) = (&*qs, &*ks, &*vs)
-    else {
-        candle_core::bail!("attend_few_queries: CPU tensors expected")
-    };
-    let qd = f32_input(qs, ql)?;
+    let (k, v) = (head_blocks(k, t, d)?, head_blocks(v, t, d)?);
     let mut out = vec![0f32; b * h * m * d];
     let mut probs = vec![0f32; b * h * m * t];
-    let tasks = out.par_chunks_mut(m * d).zip(probs.par_chunks_mut(m * t));
-    // Start of the [T, D] block of (batch, head) `bh` in a view's storage.
-    let block = |l: &Layout, bh: usize| {
-        let st = l.stride();
-        l.start_offset() + (bh / h) * st[0] + (bh % h) * st[1]
-    };
-    if f16_kv {
-        let (kd, vd) = (
-            f16_storage(ks, kl, h, t * d)?,
-            f16_storage(vs, vl, h, t * d)?,
-        );
-        let level = attention::Level::best();
-        tasks.enumerate().for_each(|(bh, (o, p))| {
-            let q = &qd[bh * m * d..(bh + 1) * m * d];
-            let (k0, v0) = (block(kl, bh), block(vl, bh));
-            let (k, v) = (&kd[k0..k0 + t * d], &vd[v0..v0 + t * d]);
-            cross_f16::attend_head_f16(level, q, k, v, d, p, o);
-        });
-    } else {
-        let (kd, vd) = (
-            f32_storage(ks, kl, h, t * d)?,
-            f32_storage(vs, vl, h, t * d)?,
-        );
-        tasks.enumerate().for_each(|(bh, (o, p))| {
-            let q = &qd[bh * m * d..(bh + 1) * m * d];
-            let (k0, v0) = (block(kl, bh), block(vl, bh));
-            let (k, v) = (&kd[k0..k0 + t * d], &vd[v0..v0 + t * d]);
-            attend_head(q, k, v, d, p, o);
-        });
-    }
+    with_cpu(
+        "attend_few_queries",
+        [&q, &k, &v],
+        |[(qs, ql), (ks, kl), (vs, vl)]| {
+            let qd = f32_input(qs, ql)?;
+            let tasks = out.par_chunks_mut(m * d).zip(probs.par_chunks_mut(m * t));
+            if f16_kv {
+                let (kd, vd) = (
+                    f16_storage(ks, kl, h, t * d)?,
+                    f16_storage(vs, vl, h, t * d)?,
+                );
+                let level = attention::Level::best();
+                tasks.enumerate().for_each(|(bh, (o, p))| {
+                    let q = &qd[bh * m * d..(bh + 1) * m * d];
+                    let (k0, v0) = (block_start(kl, h, bh), block_start(vl, h, bh));
+                    let (k, v) = (&kd[k0..k0 + t * d], &vd[v0..v0 + t * d]);
+                    cross_f16::attend_head_f16(level, q, k, v, d, p, o);
+                });
+            } else {
+                let (kd, vd) = (
+                    f32_storage(ks, kl, h, t * d)?,
+                    f32_storage(vs, vl, h, t * d)?,
+                );
+                tasks.enumerate().for_each(|(bh, (o, p))| {
+                    let q = &qd[bh * m * d..(bh + 1) * m * d];
+                    let (k0, v0) = (block_start(kl, h, bh), block_start(vl, h, bh));
+                    let (k, v) = (&kd[k0..k0 + t * d], &vd[v0..v0 + t * d]);
+                    attend_head(q, k, v, d, p, o);
+                });
+            }
+            Ok(())
+        },
+    )?;
     let dev = q.device().clone();
     let out = Tensor::from_vec(out, (b, h, m, d), &dev)?;
     let probs = if want_probs {
@@ -230,18 +206,65 @@ pub fn attend_causal(
             v.dims()
         );
     }
-    let in_place = |x: &Tensor| x.stride()[3] == 1 && (t <= 1 || x.stride()[2] == d);
-    let k = if in_place(k) {
-        k.clone()
-    } else {
-        k.contiguous()?
-    };
-    let v = if in_place(v) {
-        v.clone()
-    } else {
-        v.contiguous()?
-    };
     let q = q.contiguous()?;
+    let (k, v) = (head_blocks(k, t, d)?, head_blocks(v, t, d)?);
+    let mut out = vec![0f32; b * h * l * d];
+    with_cpu(
+        "attend_causal",
+        [&q, &k, &v],
+        |[(qs, ql), (ks, kl), (vs, vl)]| {
+            let qd = f32_input(qs, ql)?;
+            let (kd, vd) = (
+                f32_storage(ks, kl, h, t * d)?,
+                f32_storage(vs, vl, h, t * d)?,
+            );
+            out.par_chunks_mut(l * d).enumerate().for_each(|(bh, o)| {
+                let (k0, v0) = (block_start(kl, h, bh), block_start(vl, h, bh));
+                let mut p = vec![0f32; t];
+                for i in 0..l {
+                    let ti = offset + i + 1;
+                    let q = &qd[(bh * l + i) * d..(bh * l + i + 1) * d];
+                    attend_head(
+                        q,
+                        &kd[k0..k0 + ti * d],
+                        &vd[v0..v0 + ti * d],
+                        d,
+                        &mut p[..ti],
+                        &mut o[i * d..(i + 1) * d],
+                    );
+                }
+            });
+            Ok(())
+        },
+    )?;
+    Tensor::from_vec(out, (b, h, l, d), q.device())
+}
+
+/// K or V [B, H, T, D] as the attention kernels read it: the view itself where each (batch,
+/// head) block is [T, D] with rows `D` apart (such as the decoder's self-attention cache
+/// narrowed to its filled positions), read in place; a contiguous copy otherwise.
+fn head_blocks(x: &Tensor, t: usize, d: usize) -> candle_core::Result<Tensor> {
+    let st = x.stride();
+    if st[3] == 1 && (t <= 1 || st[2] == d) {
+        Ok(x.clone())
+    } else {
+        x.contiguous()
+    }
+}
+
+/// Start of the [T, D] block of (batch, head) `bh` in the storage of a view with `h` heads.
+fn block_start(l: &Layout, h: usize, bh: usize) -> usize {
+    let st = l.stride();
+    l.start_offset() + (bh / h) * st[0] + (bh % h) * st[1]
+}
+
+/// Runs `f` on the CPU storages and layouts of q, k and v; errors (naming `op`) when one is
+/// not on the CPU.
+fn with_cpu<R>(
+    op: &str,
+    [q, k, v]: [&Tensor; 3],
+    f: impl FnOnce([(&CpuStorage, &Layout); 3]) -> candle_core::Result<R>,
+) -> candle_core::Result<R> {
     let (qs, ql) = q.storage_and_layout();
     let (ks, kl) = k.storage_and_layout();
     let (vs, vl) = v.storage_and_layout();
@@ -251,35 +274,9 @@ pub fn attend_causal(
         candle_core::Storage::Cpu(vs),
     ) = (&*qs, &*ks, &*vs)
     else {
-        candle_core::bail!("attend_causal: CPU tensors expected")
+        candle_core::bail!("{op}: CPU tensors expected")
     };
-    let qd = f32_input(qs, ql)?;
-    let (kd, vd) = (
-        f32_storage(ks, kl, h, t * d)?,
-        f32_storage(vs, vl, h, t * d)?,
-    );
-    let block = |lay: &Layout, bh: usize| {
-        let st = lay.stride();
-        lay.start_offset() + (bh / h) * st[0] + (bh % h) * st[1]
-    };
-    let mut out = vec![0f32; b * h * l * d];
-    out.par_chunks_mut(l * d).enumerate().for_each(|(bh, o)| {
-        let (k0, v0) = (block(kl, bh), block(vl, bh));
-        let mut p = vec![0f32; t];
-        for i in 0..l {
-            let ti = offset + i + 1;
-            let q = &qd[(bh * l + i) * d..(bh * l + i + 1) * d];
-            attend_head(
-                q,
-                &kd[k0..k0 + ti * d],
-                &vd[v0..v0 + ti * d],
-                d,
-                &mut p[..ti],
-                &mut o[i * d..(i + 1) * d],
-            );
-        }
-    });
-    Tensor::from_vec(out, (b, h, l, d), q.device())
+    f([(qs, ql), (ks, kl), (vs, vl)])
 }
 
 /// The f32 storage under a 4-d view [B, H, T, D] whose (batch, head) blocks are `block`
@@ -318,7 +315,7 @@ fn check_blocks(len: usize, l: &Layout, h: usize, block: usize) -> candle_core::
     let last =
         l.start_offset() + dims[0].saturating_sub(1) * st[0] + h.saturating_sub(1) * st[1] + block;
     if dims[0] * h > 0 && last > len {
-        candle_core::bail!("attend_few_queries: view out of its storage")
+        candle_core::bail!("attention: a K/V view reaches past its storage")
     }
     Ok(())
 }

@@ -156,7 +156,14 @@ pub fn matmul_u8_asym_at(
         for pair in pairs {
             let p = 2 * pair;
             for r in (0..rows).step_by(MR) {
-                tile_at(level, &a[(row0 + r) * k4..], &w.w, p, &mut tile);
+                tile_at(
+                    level,
+                    &a[(row0 + r) * k4..],
+                    &w.w,
+                    p,
+                    (rows - r).min(MR),
+                    &mut tile,
+                );
                 let (c0, cols) = (p * PANEL, NR.min(n - p * PANEL));
                 let colsum = &w.colsum[c0..c0 + cols];
                 for (i, acc) in tile.iter().enumerate().take((rows - r).min(MR)) {

@@ -86,11 +86,7 @@ unsafe fn attend_range_amx(
     (h, t, dh): (usize, usize, usize),
     out: *mut f32,
 ) {
-    let mut kf = Vec::with_capacity(t * dh);
-    for j in 0..t {
-        kf.extend_from_slice(&k.at(seq, head, j)[..dh]);
-    }
-    let pk = PackedI8::quantize(&kf, t, dh);
+    let pk = pack_keys(k, seq, head, (t, dh));
     // Keys padded to whole panel pairs (32), which is also the bf16 step.
     let tp = pk.n_pad;
     debug_assert!(tp.is_multiple_of(amx::PV_KEYS));
@@ -113,15 +109,7 @@ unsafe fn attend_range_amx(
         for pair in 0..tp / NR {
             let p = 2 * pair;
             amx::block(&tiles, &a, &pk, p, two, &mut sums);
-            let c0 = p * PANEL;
-            let (comp, scales) = (&pk.comp[c0..c0 + NR], &pk.scales[c0..c0 + NR]);
-            for (r, acc) in sums.iter().enumerate().take(rows) {
-                let o = &mut s[r * tp + c0..r * tp + c0 + NR];
-                let sr = sa[r];
-                for j in 0..NR {
-                    o[j] = (acc[j] - comp[j]) as f32 * (sr * scales[j]);
-                }
-            }
+            scores_from_sums(&sums[..rows], &sa, &pk, p * PANEL, &mut s);
         }
         for r in 0..rows {
             let row = &s[r * tp..r * tp + t];
@@ -164,6 +152,32 @@ unsafe fn attend_range_amx(
     drop(tiles);
 }
 
+/// One head's keys k [T, Dh] quantized per key row (the "output channels" of the score
+/// product), padded to whole panels for the byte tiles.
+fn pack_keys(k: &HeadsView, seq: usize, head: usize, (t, dh): (usize, usize)) -> PackedI8 {
+    let mut kf = Vec::with_capacity(t * dh);
+    for j in 0..t {
+        kf.extend_from_slice(&k.at(seq, head, j)[..dh]);
+    }
+    PackedI8::quantize(&kf, t, dh)
+}
+
+/// Scores `(Σ q·k − comp) · s_q · s_k` (the linear layers' epilogue without a bias) of
+/// `sums.len()` query rows (row scales `sa`) against the `NR` keys from `c0`, into rows of
+/// `s` that are `pk.n_pad` long. Inlined so that it runs at the caller's instruction set.
+#[inline(always)]
+fn scores_from_sums(sums: &[[i32; NR]], sa: &[f32], pk: &PackedI8, c0: usize, s: &mut [f32]) {
+    let tp = pk.n_pad;
+    let (comp, scales) = (&pk.comp[c0..c0 + NR], &pk.scales[c0..c0 + NR]);
+    for (r, acc) in sums.iter().enumerate() {
+        let o = &mut s[r * tp + c0..r * tp + c0 + NR];
+        let sr = sa[r];
+        for j in 0..NR {
+            o[j] = (acc[j] - comp[j]) as f32 * (sr * scales[j]);
+        }
+    }
+}
+
 /// One head of one sequence, queries `q0..q1`; writes `out[seq, q, head·Dh..]`.
 fn attend_range(
     level: Level,
@@ -172,13 +186,8 @@ fn attend_range(
     (h, t, dh): (usize, usize, usize),
     out: *mut f32,
 ) {
-    // k [T, Dh] per key row, for the byte tiles.
-    let mut kf = Vec::with_capacity(t * dh);
-    for j in 0..t {
-        kf.extend_from_slice(&k.at(seq, head, j)[..dh]);
-    }
     let vp = pack_v(v, seq, head, t, dh);
-    let pk = PackedI8::quantize(&kf, t, dh);
+    let pk = pack_keys(k, seq, head, (t, dh));
     let tp = pk.n_pad;
     let f32_level = F32Level::best();
     let mut qb = vec![0f32; MR * dh];
@@ -192,15 +201,8 @@ fn attend_range(
         let (a, sa) = quantize_rows(&qb[..rows * dh], rows, dh, pk.k4);
         for pair in 0..tp / NR {
             let p = 2 * pair;
-            tile_at(level, &a, &pk, p, &mut tile);
-            let c0 = p * PANEL;
-            let (comp, scales) = (&pk.comp[c0..c0 + NR], &pk.scales[c0..c0 + NR]);
-            for (r, acc) in tile.iter().enumerate().take(rows) {
-                let o = &mut s[r * tp + c0..r * tp + c0 + NR];
-                for j in 0..NR {
-                    o[j] = (acc[j] - comp[j]) as f32 * (sa[r] * scales[j]);
-                }
-            }
+            tile_at(level, &a, &pk, p, rows, &mut tile);
+            scores_from_sums(&tile[..rows], &sa, &pk, p * PANEL, &mut s);
         }
         softmax_times_v(
             f32_level,
