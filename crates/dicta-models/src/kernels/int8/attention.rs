@@ -46,24 +46,66 @@ pub fn self_attention_i8_at(
         "this CPU cannot run {level:?}"
     );
     let (_, h, t, dh) = dims;
-    let bf16 = level == Level::Amx && dh == amx::PV_DH && amx::bf16_available();
+    let pv = Pv::at(level, dh);
     // On AMX the products are cheap next to packing a head's K and V (≈ 20% of a task when
     // each head is split in two): one task per head where there are enough heads.
-    let per_thread = if bf16 { 2 } else { 4 };
+    let per_thread = if pv == Pv::AmxBf16 { 2 } else { 4 };
     split_heads_by(
         per_thread,
         &[&q, &k, &v],
         dims,
         out,
         |seq, head, q0, q1, out| {
-            if bf16 {
-                // SAFETY: AMX-INT8 and AMX-BF16 are available (checked above); dh is 64.
-                unsafe { attend_range_amx([&q, &k, &v], (seq, head, q0, q1), (h, t, dh), out) }
-            } else {
-                attend_range(level, [&q, &k, &v], (seq, head, q0, q1), (h, t, dh), out)
+            let (at, shape) = ((seq, head, q0, q1), (h, t, dh));
+            match pv {
+                // SAFETY: AMX-INT8 and AMX-BF16 are available (`Pv::at`); dh is 64.
+                Pv::AmxBf16 => unsafe { attend_range_amx([&q, &k, &v], at, shape, out) },
+                // SAFETY: AVX-512 VNNI and BF16 are available (`Pv::at`); dh is 64.
+                #[cfg(target_arch = "x86_64")]
+                Pv::Avx512Bf16 => unsafe {
+                    attend_range_avx512_bf16(level, [&q, &k, &v], at, shape, out)
+                },
+                #[cfg(not(target_arch = "x86_64"))]
+                Pv::Avx512Bf16 => unreachable!("AVX-512 BF16 outside x86-64"),
+                Pv::F32 => attend_range(level, [&q, &k, &v], at, shape, out),
             }
         },
     );
+}
+
+/// How a level multiplies the probabilities by V.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pv {
+    /// f32 tiles: every level gives the same bits.
+    F32,
+    /// bf16 probabilities and values on AMX tiles (`tdpbf16ps`), f32 sums.
+    AmxBf16,
+    /// The same bf16 rounding on AVX-512 BF16 (`vdpbf16ps`, e.g. AMD Zen 4), f32 sums.
+    Avx512Bf16,
+}
+
+impl Pv {
+    /// The fastest way `level` has for heads of `dh` (bf16 kernels are for heads of 64).
+    fn at(level: Level, dh: usize) -> Pv {
+        if dh != amx::PV_DH {
+            return Pv::F32;
+        }
+        match level {
+            Level::Amx if amx::bf16_available() => Pv::AmxBf16,
+            Level::Amx | Level::Avx512Vnni if avx512_bf16() => Pv::Avx512Bf16,
+            _ => Pv::F32,
+        }
+    }
+}
+
+/// Whether the CPU has AVX-512 BF16 (`vdpbf16ps`).
+fn avx512_bf16() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        is_x86_feature_detected!("avx512bf16")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
 }
 
 /// Query rows per block of [`attend_range_amx`] (two tiles).
@@ -112,27 +154,7 @@ unsafe fn attend_range_amx(
             scores_from_sums(&sums[..rows], &sa, &pk, p * PANEL, &mut s);
         }
         for r in 0..rows {
-            let row = &s[r * tp..r * tp + t];
-            let m = max_of(row);
-            let prow = &mut pb[r * tp..(r + 1) * tp];
-            // Sixteen partial sums over whole chunks, so that the loop vectorises.
-            let mut acc = [0f32; 16];
-            let mut pc = prow[..t].chunks_exact_mut(16);
-            let mut sc = row.chunks_exact(16);
-            for (pc, sc) in (&mut pc).zip(&mut sc) {
-                for l in 0..16 {
-                    let b = amx::bf16_bits(exp::<true>(sc[l] - m));
-                    pc[l] = b;
-                    acc[l] += f32::from_bits(u32::from(b) << 16);
-                }
-            }
-            for (pv, &x) in pc.into_remainder().iter_mut().zip(sc.remainder()) {
-                let b = amx::bf16_bits(exp::<true>(x - m));
-                *pv = b;
-                acc[0] += f32::from_bits(u32::from(b) << 16);
-            }
-            prow[t..].fill(0);
-            inv[r] = 1.0 / acc.iter().sum::<f32>();
+            inv[r] = softmax_row_bf16(&s[r * tp..r * tp + t], &mut pb[r * tp..(r + 1) * tp]);
         }
         for half in 0..rows.div_ceil(amx::TILE_ROWS) {
             let r0 = half * amx::TILE_ROWS;
@@ -150,6 +172,110 @@ unsafe fn attend_range_amx(
         }
     }
     drop(tiles);
+}
+
+/// The unnormalised probabilities `exp(s − max)` of one score row (`row`, T keys) rounded to
+/// bfloat16 into `prow` (zeros past T), and 1 / the sum of the rounded values, which the bf16
+/// kernels divide by at the end. Inlined so that it runs at the caller's instruction set.
+#[inline(always)]
+fn softmax_row_bf16(row: &[f32], prow: &mut [u16]) -> f32 {
+    let t = row.len();
+    let m = max_of(row);
+    for (pv, &x) in prow[..t].iter_mut().zip(row) {
+        *pv = amx::bf16_bits(exp::<true>(x - m));
+    }
+    prow[t..].fill(0);
+    // Sixteen partial sums over whole chunks, so that the loop vectorises; a separate pass,
+    // as summing in the loop above kept the partial sums on the stack.
+    let widen = |b: u16| f32::from_bits(u32::from(b) << 16);
+    let mut acc = [0f32; 16];
+    let mut pc = prow[..t].chunks_exact(16);
+    for c in &mut pc {
+        for l in 0..16 {
+            acc[l] += widen(c[l]);
+        }
+    }
+    for &b in pc.remainder() {
+        acc[0] += widen(b);
+    }
+    1.0 / acc.iter().sum::<f32>()
+}
+
+/// [`attend_range`] with `p·v` on AVX-512 BF16 (`vdpbf16ps`: pairs of bf16 products summed
+/// into f32), as [`attend_range_amx`] rounds them: the same scores as every byte level, then
+/// the probabilities and V in bfloat16, each row divided by the sum of its rounded
+/// probabilities. Two bf16 products per f32 lane and instruction, against one FMA: on Zen 4
+/// `p·v` was most of a head's time in f32.
+///
+/// # Safety
+/// AVX-512 VNNI, BW and BF16 must be available, `level` one the CPU runs, and `dh`
+/// [`amx::PV_DH`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx512bf16,avx2,fma")]
+unsafe fn attend_range_avx512_bf16(
+    level: Level,
+    [q, k, v]: [&HeadsView; 3],
+    (seq, head, q0, q1): (usize, usize, usize, usize),
+    (h, t, dh): (usize, usize, usize),
+    out: *mut f32,
+) {
+    use std::arch::x86_64::*;
+    debug_assert_eq!(dh, amx::PV_DH);
+    let pk = pack_keys(k, seq, head, (t, dh));
+    // Keys padded to whole panel pairs (32), so whole key pairs.
+    let tp = pk.n_pad;
+    let half = tp / 2;
+    let vb = amx::pack_v_bf16(|j| v.at(seq, head, j), t, tp);
+    let mut qb = vec![0f32; MR * dh];
+    let mut s = vec![0f32; MR * tp];
+    // Rows past a block's last query stay zero or hold an earlier block's finite values.
+    let mut pb = vec![0u16; MR * tp];
+    let mut inv = [0f32; MR];
+    let mut tile = [[0i32; NR]; MR];
+    for i0 in (q0..q1).step_by(MR) {
+        let rows = MR.min(q1 - i0);
+        for r in 0..rows {
+            qb[r * dh..(r + 1) * dh].copy_from_slice(&q.at(seq, head, i0 + r)[..dh]);
+        }
+        let (a, sa) = quantize_rows(&qb[..rows * dh], rows, dh, pk.k4);
+        for pair in 0..tp / NR {
+            let p = 2 * pair;
+            tile_at(level, &a, &pk, p, rows, &mut tile);
+            scores_from_sums(&tile[..rows], &sa, &pk, p * PANEL, &mut s);
+        }
+        for r in 0..rows {
+            inv[r] = softmax_row_bf16(&s[r * tp..r * tp + t], &mut pb[r * tp..(r + 1) * tp]);
+        }
+        // Two 16-column blocks of the head at a time: 8 rows × 2 accumulators.
+        for cbp in 0..dh / 32 {
+            let mut acc = [[_mm512_setzero_ps(); 2]; MR];
+            let b0 = vb.as_ptr().add(2 * cbp * half * 32);
+            let b1 = vb.as_ptr().add((2 * cbp + 1) * half * 32);
+            let pp = pb.as_ptr();
+            for kk in 0..half {
+                // SAFETY: `vb` holds 4 blocks of `half` key pairs × 32 bf16 (`pack_v_bf16`),
+                // `pb` MR rows of `tp = 2 · half` bf16.
+                let v0: __m512bh =
+                    std::mem::transmute(_mm512_loadu_si512(b0.add(kk * 32) as *const _));
+                let v1: __m512bh =
+                    std::mem::transmute(_mm512_loadu_si512(b1.add(kk * 32) as *const _));
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    let pr = (pp.add(r * tp + 2 * kk) as *const i32).read_unaligned();
+                    let p: __m512bh = std::mem::transmute(_mm512_set1_epi32(pr));
+                    acc[0] = _mm512_dpbf16_ps(acc[0], p, v0);
+                    acc[1] = _mm512_dpbf16_ps(acc[1], p, v1);
+                }
+            }
+            for (r, acc) in acc.iter().enumerate().take(rows) {
+                let at = ((seq * t + i0 + r) * h + head) * dh + cbp * 32;
+                let sc = _mm512_set1_ps(inv[r]);
+                // SAFETY: `at..at + 32` lies inside `out` ([N, T, H·Dh], checked by
+                // `split_heads`) and belongs to this task alone.
+                _mm512_storeu_ps(out.add(at), _mm512_mul_ps(acc[0], sc));
+                _mm512_storeu_ps(out.add(at + 16), _mm512_mul_ps(acc[1], sc));
+            }
+        }
+    }
 }
 
 /// One head's keys k [T, Dh] quantized per key row (the "output channels" of the score
@@ -276,8 +402,8 @@ mod tests {
                     max < 0.1 && mean < 0.01,
                     "{level:?} {dims:?}: max error {max}, mean {mean}"
                 );
-                if level == Level::Amx && dh == amx::PV_DH && amx::bf16_available() {
-                    // bf16 probabilities: `amx_bf16_tracks_the_byte_levels` checks this one.
+                if Pv::at(level, dh) != Pv::F32 {
+                    // bf16 probabilities: `bf16_levels_track_the_f32_levels` checks these.
                     continue;
                 }
                 match &first {
@@ -292,34 +418,40 @@ mod tests {
         }
     }
 
-    /// The AMX level's bf16 `p·v` is the other byte levels' result (the same scores) up to
-    /// bfloat16 rounding of the probabilities and values: a few 1e-3 at worst for |v| < 1,
-    /// where a mixed-up key, column or row is off by ≈ 0.5. Shapes with partial query blocks
-    /// (16 and 32 rows) and key steps (32 keys).
+    /// A bf16 level's `p·v` (AMX tiles, AVX-512 BF16) is the f32 levels' result (the same
+    /// scores) up to bfloat16 rounding of the probabilities and values: a few 1e-3 at worst for
+    /// |v| < 1, where a mixed-up key, column or row is off by ≈ 0.5. Shapes with partial query
+    /// blocks (8, 16 and 32 rows) and key steps (32 keys).
     #[test]
-    fn amx_bf16_tracks_the_byte_levels() {
-        if !amx::bf16_available() {
-            eprintln!("no AMX-BF16 here: skipped");
-            return;
-        }
+    fn bf16_levels_track_the_f32_levels() {
+        let mut checked = 0;
         for dims @ (n, h, t, dh) in [(1, 2, 7, 64), (2, 3, 47, 64), (1, 2, 300, 64)] {
             let len = n * h * t * dh;
             let q: Vec<f32> = values(len, 31).iter().map(|x| x * 3.0).collect();
             let (k, v) = (values(len, 32), values(len, 33));
-            let want = attend(Level::Avx512Vnni, [&q, &k, &v], dims);
-            let got = attend(Level::Amx, [&q, &k, &v], dims);
-            let (mut max, mut sum) = (0f32, 0f64);
-            for (g, w) in got.iter().zip(&want) {
-                let e = (g - w).abs();
-                assert!(e.is_finite(), "{dims:?}: {g} vs {w}");
-                max = max.max(e);
-                sum += f64::from(e);
+            let want = attend(Level::Scalar, [&q, &k, &v], dims);
+            for &level in Level::available() {
+                if Pv::at(level, dh) == Pv::F32 {
+                    continue;
+                }
+                checked += 1;
+                let got = attend(level, [&q, &k, &v], dims);
+                let (mut max, mut sum) = (0f32, 0f64);
+                for (g, w) in got.iter().zip(&want) {
+                    let e = (g - w).abs();
+                    assert!(e.is_finite(), "{level:?} {dims:?}: {g} vs {w}");
+                    max = max.max(e);
+                    sum += f64::from(e);
+                }
+                let mean = sum / len as f64;
+                assert!(
+                    max < 0.01 && mean < 1e-3,
+                    "{level:?} {dims:?}: max error {max}, mean {mean}"
+                );
             }
-            let mean = sum / len as f64;
-            assert!(
-                max < 0.01 && mean < 1e-3,
-                "{dims:?}: max error {max}, mean {mean}"
-            );
+        }
+        if checked == 0 {
+            eprintln!("no bf16 level here (AMX-BF16 or AVX-512 BF16): skipped");
         }
     }
 
