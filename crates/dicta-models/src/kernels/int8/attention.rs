@@ -231,18 +231,9 @@ unsafe fn attend_range_avx512_bf16(
     // Rows past a block's last query stay zero or hold an earlier block's finite values.
     let mut pb = vec![0u16; MR * tp];
     let mut inv = [0f32; MR];
-    let mut tile = [[0i32; NR]; MR];
     for i0 in (q0..q1).step_by(MR) {
         let rows = MR.min(q1 - i0);
-        for r in 0..rows {
-            qb[r * dh..(r + 1) * dh].copy_from_slice(&q.at(seq, head, i0 + r)[..dh]);
-        }
-        let (a, sa) = quantize_rows(&qb[..rows * dh], rows, dh, pk.k4);
-        for pair in 0..tp / NR {
-            let p = 2 * pair;
-            tile_at(level, &a, &pk, p, rows, &mut tile);
-            scores_from_sums(&tile[..rows], &sa, &pk, p * PANEL, &mut s);
-        }
+        score_rows(level, q, (seq, head, i0, rows), &pk, &mut qb, &mut s);
         for r in 0..rows {
             inv[r] = softmax_row_bf16(&s[r * tp..r * tp + t], &mut pb[r * tp..(r + 1) * tp]);
         }
@@ -275,6 +266,31 @@ unsafe fn attend_range_avx512_bf16(
                 _mm512_storeu_ps(out.add(at + 16), _mm512_mul_ps(acc[1], sc));
             }
         }
+    }
+}
+
+/// The scores of one head's queries `i0..i0 + rows` (at most [`MR`]) against all its keys
+/// `pk`, into the first `rows` rows of `s` (rows `pk.n_pad` long), at byte level `level`;
+/// `qb` is scratch of `MR · Dh`. Inlined so that it runs at the caller's instruction set.
+#[inline(always)]
+fn score_rows(
+    level: Level,
+    q: &HeadsView,
+    (seq, head, i0, rows): (usize, usize, usize, usize),
+    pk: &PackedI8,
+    qb: &mut [f32],
+    s: &mut [f32],
+) {
+    let dh = pk.k();
+    for r in 0..rows {
+        qb[r * dh..(r + 1) * dh].copy_from_slice(&q.at(seq, head, i0 + r)[..dh]);
+    }
+    let (a, sa) = quantize_rows(&qb[..rows * dh], rows, dh, pk.k4);
+    let mut tile = [[0i32; NR]; MR];
+    for pair in 0..pk.n_pad / NR {
+        let p = 2 * pair;
+        tile_at(level, &a, pk, p, rows, &mut tile);
+        scores_from_sums(&tile[..rows], &sa, pk, p * PANEL, s);
     }
 }
 
@@ -318,18 +334,9 @@ fn attend_range(
     let f32_level = F32Level::best();
     let mut qb = vec![0f32; MR * dh];
     let mut s = vec![0f32; MR * tp];
-    let mut tile = [[0i32; NR]; MR];
     for i0 in (q0..q1).step_by(MR) {
         let rows = MR.min(q1 - i0);
-        for r in 0..rows {
-            qb[r * dh..(r + 1) * dh].copy_from_slice(&q.at(seq, head, i0 + r)[..dh]);
-        }
-        let (a, sa) = quantize_rows(&qb[..rows * dh], rows, dh, pk.k4);
-        for pair in 0..tp / NR {
-            let p = 2 * pair;
-            tile_at(level, &a, &pk, p, rows, &mut tile);
-            scores_from_sums(&tile[..rows], &sa, &pk, p * PANEL, &mut s);
-        }
+        score_rows(level, q, (seq, head, i0, rows), &pk, &mut qb, &mut s);
         softmax_times_v(
             f32_level,
             &mut s,
