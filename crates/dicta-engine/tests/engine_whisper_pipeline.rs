@@ -132,3 +132,49 @@ fn look_ahead_groups_change_no_transcript_and_keep_input_order() {
     }
     assert_eq!(one.stats.frames, all.stats.frames);
 }
+
+/// Several threads share one engine that has its own pool (`threads`), as Python threads or the
+/// CLI do: every call finishes (none waits for a turn of the model on a pool worker that holds
+/// the turn further down its stack) and gets the text it gets alone.
+#[test]
+fn concurrent_calls_on_an_engine_with_its_own_pool_finish_and_agree() {
+    let Some(dir) = model_dir() else { return };
+    let config = EngineConfig {
+        batch_size: 2,
+        decode: DecodeOptions {
+            language: Some("en".into()),
+            ..DecodeOptions::greedy()
+        },
+        threads: Some(2),
+        ..EngineConfig::default()
+    };
+    let engine = std::sync::Arc::new(Engine::load(&dir, config).unwrap());
+    let inputs = vec![
+        Input::from_path(wav("openai_whisper/jfk.16k.wav")),
+        Input::from_path(wav("coqui_tts/LJ001-0002.16k.wav")),
+        Input::from_path(wav("coqui_tts/LJ001-0004.16k.wav")),
+    ];
+    let alone: Vec<String> = engine
+        .transcribe(&inputs)
+        .results
+        .into_iter()
+        .map(|r| r.unwrap().text)
+        .collect();
+    let (tx, rx) = std::sync::mpsc::channel();
+    for caller in 0..4 {
+        let (engine, inputs, tx) = (engine.clone(), inputs.clone(), tx.clone());
+        std::thread::spawn(move || {
+            for _ in 0..2 {
+                let out = engine.transcribe(&inputs);
+                let texts: Vec<String> = out.results.into_iter().map(|r| r.unwrap().text).collect();
+                tx.send((caller, texts)).unwrap();
+            }
+        });
+    }
+    for _ in 0..8 {
+        let (caller, texts) = rx
+            .recv_timeout(std::time::Duration::from_secs(300))
+            .expect("a concurrent call did not finish within 300 s (deadlock?)");
+        assert_eq!(texts, alone, "caller {caller}");
+    }
+}

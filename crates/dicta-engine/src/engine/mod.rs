@@ -334,8 +334,10 @@ pub struct Engine {
     backend: Backend,
     config: EngineConfig,
     model_dir: PathBuf,
-    /// Set when `threads` is given: every call runs inside it.
+    /// Set when `threads` is given: calls run inside it, one at a time (see `in_pool`).
     pool: Option<rayon::ThreadPool>,
+    /// Whether a call is running inside `pool`.
+    pooled: std::sync::atomic::AtomicBool,
     /// Turns on the model for concurrent `transcribe` calls (one batch of model work each).
     acoustic: Turns,
     /// The streaming worker, started by the first `open_session` (see `stream.rs`).
@@ -433,6 +435,7 @@ impl Engine {
             config,
             model_dir: model_dir.to_path_buf(),
             pool,
+            pooled: Default::default(),
             acoustic: Turns::new(),
             streams: Mutex::new(None),
             vad,
@@ -690,11 +693,36 @@ impl Engine {
         })
     }
 
+    /// Runs `f` inside the engine's pool if it has one and no other call is in it; otherwise on
+    /// this thread.
+    ///
+    /// One call at a time: a pool worker that waits for its share of a kernel runs other jobs
+    /// of the pool meanwhile, another call's whole `install` among them, and that call would
+    /// then wait for a turn of the model (`Turns`) held further down the same worker's stack,
+    /// forever. Concurrent callers run on their own threads instead (their kernels on rayon's
+    /// global pool) and still take turns with the call in the pool batch by batch.
     fn in_pool<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
-        match &self.pool {
-            Some(p) => p.install(f),
-            None => f(),
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let Some(pool) = &self.pool else { return f() };
+        if pool.current_thread_index().is_some() {
+            return f();
         }
+        if self
+            .pooled
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return f();
+        }
+        /// Clears `pooled` when the call leaves the pool, also while unwinding.
+        struct Leave<'a>(&'a AtomicBool);
+        impl Drop for Leave<'_> {
+            fn drop(&mut self) {
+                self.0.store(false, Ordering::Release);
+            }
+        }
+        let _leave = Leave(&self.pooled);
+        pool.install(f)
     }
 }
 
