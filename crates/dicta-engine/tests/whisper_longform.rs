@@ -233,3 +233,53 @@ fn short_and_long_recordings_share_batches_in_batched_mode() {
     );
     assert!(mixed.batch_sizes.iter().all(|&n| (1..=8).contains(&n)));
 }
+
+/// int8: windows whose previous-text prompts differ in length share decoder calls
+/// (left-padded rows), yet each recording gets, token for token, the transcript it gets alone —
+/// with beam search and the default fallback, which regroup rows as they go.
+#[test]
+fn int8_windows_with_prompts_of_different_lengths_batch_as_alone() {
+    use dicta_models::whisper::{ComputeType, LoadOptions, Whisper};
+    let Some(dir) = model_dir() else { return };
+    let opts = LoadOptions {
+        compute_type: ComputeType::Int8,
+    };
+    let model = Whisper::load_with(&dir, &candle_core::Device::Cpu, &opts).unwrap();
+    assert!(model.supports_left_padding());
+    // Two recordings of three windows each, of different speakers and texts (so their prompts
+    // differ in length from the second window on), and a short clip.
+    let (a, _) = recording(&["mfa/"], 0, 70.0);
+    let (b, _) = recording(&["coqui_tts/"], 3, 65.0);
+    let jfk = load_wav("openai_whisper/jfk.16k.wav");
+    let inputs: Vec<&[f32]> = vec![&a, &b, &jfk];
+    let tr = WhisperTranscriber::new(&model).unwrap();
+    let opts = DecodeOptions {
+        language: Some("en".into()),
+        ..DecodeOptions::default()
+    };
+    let together = tr
+        .transcribe(&inputs, &opts, LongFormMode::Sequential, 8)
+        .unwrap();
+    assert!(
+        together.batch_sizes.iter().any(|&n| n >= 2),
+        "{:?}",
+        together.batch_sizes
+    );
+    for (i, audio) in inputs.iter().enumerate() {
+        let alone = tr
+            .transcribe(&[audio], &opts, LongFormMode::Sequential, 8)
+            .unwrap();
+        let (t, a) = (
+            together.transcripts[i].as_ref().unwrap(),
+            alone.transcripts[0].as_ref().unwrap(),
+        );
+        let tokens = |t: &dicta_core::Transcript| {
+            t.segments
+                .iter()
+                .map(|s| (s.start, s.end, s.tokens.clone()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(tokens(t), tokens(a), "input {i}");
+        assert!(!t.text.trim().is_empty(), "input {i}");
+    }
+}

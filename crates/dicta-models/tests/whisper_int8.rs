@@ -176,6 +176,87 @@ fn int8_batched_rows_equal_rows_alone() {
     }
 }
 
+/// Prompts of different lengths in one batch, left-padded to the longest: every row's logits
+/// (after its prompt, then at each step, also after rows are dropped and reordered) are the
+/// bits it gets decoded alone on the same encoder row. The float32 decoder refuses padding.
+#[test]
+fn left_padded_rows_equal_rows_alone() {
+    let Some(m) = int8_model() else { return };
+    assert!(m.supports_left_padding());
+    let s = &m.config.special;
+    let enc = m.encode(&mel().i(0..1).unwrap()).unwrap();
+    // Previous-text prompts of 0, 5 and 17 tokens, then SOT.
+    let prompts: Vec<Vec<u32>> = [0usize, 5, 17]
+        .iter()
+        .map(|&n| {
+            let mut p: Vec<u32> = (0..n).map(|i| 300 + 7 * i as u32).collect();
+            if n > 0 {
+                p.insert(0, s.sot_prev);
+            }
+            p.push(s.sot);
+            p
+        })
+        .collect();
+    let next = [843u32, 523, 616, 290];
+    let longest = prompts.iter().map(Vec::len).max().unwrap();
+    let pads: Vec<usize> = prompts.iter().map(|p| longest - p.len()).collect();
+    let flat: Vec<u32> = prompts
+        .iter()
+        .zip(&pads)
+        .flat_map(|(p, &k)| std::iter::repeat_n(p[0], k).chain(p.iter().copied()))
+        .collect();
+    let rows = prompts.len();
+    let enc_b = Tensor::cat(&vec![enc.clone(); rows], 0).unwrap();
+    let mut cache = m.new_cache(&enc_b).unwrap();
+    cache.set_left_padding(&pads).unwrap();
+    let first = Tensor::from_vec(flat, (rows, longest), &Device::Cpu).unwrap();
+    let mut batched = vec![m.decode_last(&first, &mut cache).unwrap()];
+    for &t in &next[..2] {
+        batched.push(m.decode_last(&prompt(&[t], rows), &mut cache).unwrap());
+    }
+    // Drop row 0 and swap the others (as beam search and finished rows do).
+    cache.select_rows(&[2, 1]).unwrap();
+    let mut after = Vec::new();
+    for &t in &next[2..] {
+        after.push(m.decode_last(&prompt(&[t], 2), &mut cache).unwrap());
+    }
+    for (r, p) in prompts.iter().enumerate() {
+        let mut c1 = m.new_cache(&enc).unwrap();
+        let mut alone = vec![m.decode_last(&prompt(p, 1), &mut c1).unwrap()];
+        for &t in &next {
+            alone.push(m.decode_last(&prompt(&[t], 1), &mut c1).unwrap());
+        }
+        for (step, a) in alone.iter().enumerate() {
+            let b = match (step, r) {
+                (0..=2, _) => batched[step].i(r..r + 1).unwrap(),
+                (_, 0) => continue,
+                (_, _) => after[step - 3].i(2 - r..3 - r).unwrap(),
+            };
+            assert_eq!(
+                max_abs_diff(a, &b),
+                0.0,
+                "row {r} (prompt {}, padded by {}) step {step}",
+                p.len(),
+                pads[r]
+            );
+        }
+    }
+    // The float32 decoder keeps candle's attention: padding is refused, not ignored.
+    if let Some(dir) = model_dir() {
+        let f32m = Whisper::load(&dir, &Device::Cpu).unwrap();
+        assert!(!f32m.supports_left_padding());
+        let mut c = f32m.new_cache(&enc_b).unwrap();
+        c.set_left_padding(&pads).unwrap();
+        let first = prompt(&prompts[2], rows);
+        assert!(f32m.decode_last(&first, &mut c).is_err());
+    }
+    // Padding is set once, per row, before anything is decoded.
+    let mut c = m.new_cache(&enc_b).unwrap();
+    assert!(c.set_left_padding(&pads[..2]).is_err());
+    m.decode_last(&prompt(&prompts[0], rows), &mut c).unwrap();
+    assert!(c.set_left_padding(&pads).is_err());
+}
+
 /// Greedy transcripts of 24 English utterances from shared/data, float32 vs int8: how many are
 /// identical, and the WER of each against the references (Whisper's English normalizer). A report
 /// (slow on CPU), but it fails if int8 loses more than one WER point.

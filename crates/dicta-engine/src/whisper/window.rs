@@ -181,17 +181,15 @@ impl WindowDecoder<'_> {
             self.encode(jobs)?
         };
         let mut out: Vec<Option<Attempt>> = vec![None; jobs.len()];
-        let sot = self.model.config.special.sot;
-        let mut shapes: Vec<(usize, usize)> = jobs
+        let keys = jobs
             .iter()
-            .map(|j| (j.prompt.len(), sot_index(&j.prompt, sot)))
-            .collect();
+            .map(|j| self.group_key(j, self.left_padding(jobs)))
+            .collect::<Result<Vec<_>>>()?;
+        let mut shapes = keys.clone();
         shapes.sort_unstable();
         shapes.dedup();
         for shape in shapes {
-            let rows: Vec<usize> = (0..jobs.len())
-                .filter(|&i| (jobs[i].prompt.len(), sot_index(&jobs[i].prompt, sot)) == shape)
-                .collect();
+            let rows: Vec<usize> = (0..jobs.len()).filter(|&i| keys[i] == shape).collect();
             let settled = self.decode_group(jobs, &enc, &rows)?;
             for (r, a) in rows.into_iter().zip(settled) {
                 out[r] = Some(a);
@@ -326,6 +324,45 @@ impl WindowDecoder<'_> {
         Ok(out)
     }
 
+    /// Whether the windows of a batch whose prompts differ in length may share decoder calls
+    /// (left-padded, see `DecoderCache::set_left_padding`): the int8 decoder masks per row;
+    /// the assistant and the lookup drafts keep one prompt length per group.
+    fn left_padding(&self, jobs: &[&WindowJob]) -> bool {
+        self.model.supports_left_padding()
+            && self.assistant.is_none()
+            && jobs
+                .iter()
+                .all(|j| j.draft.as_ref().is_none_or(|d| d.is_empty()))
+    }
+
+    /// The rows of one decoder call share this key: the tokens from `<|startoftranscript|>` on
+    /// (so the no-speech position and the first sampled one line up), the search length, and,
+    /// without left padding, the prompt length itself.
+    fn group_key(&self, job: &WindowJob, left_padding: bool) -> Result<(usize, usize, usize)> {
+        let len = job.prompt.len();
+        let suffix = len - sot_index(&job.prompt, self.model.config.special.sot);
+        let exact = if left_padding { 0 } else { len };
+        Ok((suffix, self.max_len(len)?, exact))
+    }
+
+    /// Tokens a search may sample after a prompt of `prompt_len` tokens (CTranslate2:
+    /// `max_length = min(total / 2, total - start_step)`).
+    fn max_len(&self, prompt_len: usize) -> Result<usize> {
+        let max_total = self.model.config.n_text_ctx;
+        let total = match self.opts.max_new_tokens {
+            Some(n) => prompt_len + n,
+            None => max_total,
+        };
+        if total > max_total {
+            return Err(Error::invalid_input(format!(
+                "the prompt has {prompt_len} tokens and max_new_tokens is {:?}; together they \
+                 exceed the model's {max_total}-token context",
+                self.opts.max_new_tokens
+            )));
+        }
+        Ok((total / 2).min(total - (prompt_len - 1)))
+    }
+
     fn decode_group(
         &self,
         jobs: &[&WindowJob],
@@ -369,8 +406,9 @@ impl WindowDecoder<'_> {
         Ok(settled.into_iter().map(|a| a.expect("settled")).collect())
     }
 
-    /// One search at one temperature over rows sharing a prompt shape. Returns the best
-    /// hypothesis and the no-speech probability per row.
+    /// One search at one temperature over rows sharing a group key ([`Self::group_key`]);
+    /// shorter prompts are left-padded to the longest. Returns the best hypothesis and the
+    /// no-speech probability per row.
     fn run(
         &self,
         jobs: &[&WindowJob],
@@ -381,26 +419,18 @@ impl WindowDecoder<'_> {
         let cfg = &self.model.config;
         let sp = &cfg.special;
         let rows = jobs.len();
-        let prompt_len = jobs[0].prompt.len();
-        let sot_at = sot_index(&jobs[0].prompt, sp.sot);
-        let max_total = cfg.n_text_ctx;
-        let total = match self.opts.max_new_tokens {
-            Some(n) => prompt_len + n,
-            None => max_total,
-        };
-        if total > max_total {
-            return Err(Error::invalid_input(format!(
-                "the prompt has {prompt_len} tokens and max_new_tokens is {:?}; together they \
-                 exceed the model's {max_total}-token context",
-                self.opts.max_new_tokens
-            )));
-        }
-        // CTranslate2: max_length = min(total / 2, total - start_step).
-        let max_len = (total / 2).min(total - (prompt_len - 1));
-        let cache = {
+        let prompt_len = jobs.iter().map(|j| j.prompt.len()).max().unwrap_or(0);
+        let pads: Vec<usize> = jobs.iter().map(|j| prompt_len - j.prompt.len()).collect();
+        // The same in every row of the group: its tokens from SOT on line up.
+        let sot_at = pads[0] + sot_index(&jobs[0].prompt, sp.sot);
+        let max_len = self.max_len(jobs[0].prompt.len())?;
+        let mut cache = {
             let _turn = self.hold();
             self.model.new_cache(enc)?
         };
+        if pads.iter().any(|&p| p > 0) {
+            cache.set_left_padding(&pads)?;
+        }
         let mut dec = CachedDecoder {
             model: self.model,
             cache,
@@ -408,9 +438,20 @@ impl WindowDecoder<'_> {
             gate: self.gate,
         };
         let v = cfg.n_vocab;
+        // Padding repeats a row's first token; the cache never lets a real token see it.
+        let padded: Vec<Vec<u32>> = jobs
+            .iter()
+            .zip(&pads)
+            .map(|(j, &p)| {
+                let mut row = vec![j.prompt[0]; p];
+                row.extend_from_slice(&j.prompt);
+                row
+            })
+            .collect();
         let flat = |range: std::ops::Range<usize>| -> Vec<u32> {
-            jobs.iter()
-                .flat_map(|j| j.prompt[range.clone()].iter().copied())
+            padded
+                .iter()
+                .flat_map(|row| row[range.clone()].iter().copied())
                 .collect()
         };
         let (no_speech, first) = if sot_at + 1 == prompt_len {

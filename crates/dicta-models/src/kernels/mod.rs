@@ -184,7 +184,11 @@ pub(crate) fn f32_input<'a>(s: &'a CpuStorage, l: &Layout) -> candle_core::Resul
 
 /// Causal attention of `L` new positions over a cache: q [B, H, L, D] (already scaled), k and v
 /// [B, H, offset + L, D] f32 views whose (batch, head) blocks have rows `D` apart (such as the
-/// decoder's self-attention cache) → out [B, H, L, D]; query `i` sees keys `0..=offset + i`.
+/// decoder's self-attention cache) → out [B, H, L, D]; query `i` of batch row `b` sees keys
+/// `s..=offset + i` with `s = min(starts[b], offset + i)` (`starts` empty: all 0). A row
+/// left-padded by `starts[b]` positions (prompts of different lengths in one batch) so gets the
+/// bits it gets alone: its keys, in the same order, through the same arithmetic; a padding
+/// position sees only itself, so it stays finite and is never seen by a real one.
 ///
 /// Each query takes exactly the arithmetic of a one-query [`attend_few_queries`] call over its
 /// keys (a decoder step), so a prompt fed at once gives the bits it gives fed token by token.
@@ -195,15 +199,20 @@ pub fn attend_causal(
     k: &Tensor,
     v: &Tensor,
     offset: usize,
+    starts: &[usize],
 ) -> candle_core::Result<Tensor> {
     let (b, h, l, d) = q.dims4()?;
     let t = offset + l;
-    if k.dims4()? != (b, h, t, d) || v.dims4()? != (b, h, t, d) {
+    if k.dims4()? != (b, h, t, d)
+        || v.dims4()? != (b, h, t, d)
+        || !(starts.is_empty() || starts.len() == b)
+    {
         candle_core::bail!(
-            "attend_causal: q {:?}, k {:?}, v {:?}, offset {offset}",
+            "attend_causal: q {:?}, k {:?}, v {:?}, offset {offset}, {} starts",
             q.dims(),
             k.dims(),
-            v.dims()
+            v.dims(),
+            starts.len()
         );
     }
     let q = q.contiguous()?;
@@ -220,16 +229,18 @@ pub fn attend_causal(
             );
             out.par_chunks_mut(l * d).enumerate().for_each(|(bh, o)| {
                 let (k0, v0) = (block_start(kl, h, bh), block_start(vl, h, bh));
+                let start = starts.get(bh / h).copied().unwrap_or(0);
                 let mut p = vec![0f32; t];
                 for i in 0..l {
                     let ti = offset + i + 1;
+                    let s = start.min(ti - 1);
                     let q = &qd[(bh * l + i) * d..(bh * l + i + 1) * d];
                     attend_head(
                         q,
-                        &kd[k0..k0 + ti * d],
-                        &vd[v0..v0 + ti * d],
+                        &kd[k0 + s * d..k0 + ti * d],
+                        &vd[v0 + s * d..v0 + ti * d],
                         d,
-                        &mut p[..ti],
+                        &mut p[..ti - s],
                         &mut o[i * d..(i + 1) * d],
                     );
                 }
@@ -783,7 +794,7 @@ mod tests {
             let kb = Tensor::from_vec(val(b * h * cap * d, 2), (b, h, cap, d), &dev).unwrap();
             let vb = Tensor::from_vec(val(b * h * cap * d, 3), (b, h, cap, d), &dev).unwrap();
             let (k, v) = (kb.narrow(2, 0, t).unwrap(), vb.narrow(2, 0, t).unwrap());
-            let out = attend_causal(&q, &k, &v, offset).unwrap();
+            let out = attend_causal(&q, &k, &v, offset, &[]).unwrap();
             for i in 0..l {
                 let qi = q.narrow(2, i, 1).unwrap();
                 let (ki, vi) = (
@@ -821,6 +832,46 @@ mod tests {
                 .matmul(&vc)
                 .unwrap();
             assert!(max_abs_diff(&out, &want) < 1e-5, "vs masked matmuls");
+        }
+    }
+
+    /// A batch row left-padded by `starts[b]` positions gives, at each of its real positions,
+    /// the bits of the same row unpadded (its keys shifted to the front); padding positions
+    /// see only themselves.
+    #[test]
+    fn left_padded_rows_equal_their_unpadded_selves() {
+        let dev = Device::Cpu;
+        let val = |n: usize, salt: usize| -> Vec<f32> {
+            (0..n)
+                .map(|i| (((i * 7919 + salt * 104_729) % 2001) as f32 - 1000.0) / 700.0)
+                .collect()
+        };
+        let (b, h, d, cap) = (3, 2, 64, 24);
+        let starts = [0usize, 3, 9];
+        for (l, offset) in [(12, 0), (1, 11), (4, 8)] {
+            let t = offset + l;
+            let q = Tensor::from_vec(val(b * h * l * d, 1), (b, h, l, d), &dev).unwrap();
+            let kb = Tensor::from_vec(val(b * h * cap * d, 2), (b, h, cap, d), &dev).unwrap();
+            let vb = Tensor::from_vec(val(b * h * cap * d, 3), (b, h, cap, d), &dev).unwrap();
+            let (k, v) = (kb.narrow(2, 0, t).unwrap(), vb.narrow(2, 0, t).unwrap());
+            let out = attend_causal(&q, &k, &v, offset, &starts).unwrap();
+            for (r, &s) in starts.iter().enumerate() {
+                let row = |x: &Tensor| x.narrow(0, r, 1).unwrap();
+                for i in 0..l {
+                    let qi = row(&q).narrow(2, i, 1).unwrap();
+                    let got = row(&out).narrow(2, i, 1).unwrap();
+                    // Real position: the unpadded row's keys; padding: itself alone.
+                    let from = s.min(offset + i);
+                    let (ki, vi) = (
+                        row(&k).narrow(2, from, offset + i + 1 - from).unwrap(),
+                        row(&v).narrow(2, from, offset + i + 1 - from).unwrap(),
+                    );
+                    let (ko, vo) = (ki.contiguous().unwrap(), vi.contiguous().unwrap());
+                    let want = attend_causal(&qi, &ko, &vo, ko.dim(2).unwrap() - 1, &[]).unwrap();
+                    assert_eq!(max_abs_diff(&got, &want), 0.0, "row {r} query {i}");
+                }
+            }
+            assert!(attend_causal(&q, &k, &v, offset, &starts[..2]).is_err());
         }
     }
 

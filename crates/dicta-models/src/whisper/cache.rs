@@ -17,6 +17,10 @@ pub struct DecoderCache {
     cap: usize,
     len: usize,
     rows: usize,
+    /// Per row: positions of left padding (a row whose prompt is shorter than its batch's);
+    /// empty when no row is padded. Row `r`'s token at cache position `j` has position
+    /// `j - starts[r]` and attends to positions `starts[r]..` only.
+    starts: Vec<usize>,
     /// Per layer: cross-attention keys/values [W, H, T_audio, Dh].
     cross: Vec<(Tensor, Tensor)>,
     /// Rows per window (rows = windows × group).
@@ -52,6 +56,7 @@ impl DecoderCache {
             cap: 0,
             len: 0,
             rows,
+            starts: Vec::new(),
             cross,
             group: 1,
             n_head,
@@ -72,6 +77,34 @@ impl DecoderCache {
     /// Rows in the batch.
     pub fn rows(&self) -> usize {
         self.rows
+    }
+
+    /// Per row, the positions of left padding before its first token (empty: none).
+    pub fn starts(&self) -> &[usize] {
+        &self.starts
+    }
+
+    /// Left-pads rows, before anything is decoded: row `r` is then fed `pads[r]` padding tokens
+    /// (any ids) before its prompt, so that prompts of different lengths share one batch; its
+    /// real tokens keep positions `0, 1, …` and never attend to the padding, which gives them
+    /// the same logits as the row alone. Needs a decoder with
+    /// [`crate::whisper::Whisper::supports_left_padding`]; all zeros clears it.
+    pub fn set_left_padding(&mut self, pads: &[usize]) -> Result<()> {
+        if self.len > 0 || pads.len() != self.rows {
+            return Err(Error::invalid_input(format!(
+                "set_left_padding: {} pads for {} rows with {} positions cached (needs one per \
+                 row, before the first decode)",
+                pads.len(),
+                self.rows,
+                self.len
+            )));
+        }
+        self.starts = if pads.iter().all(|&p| p == 0) {
+            Vec::new()
+        } else {
+            pads.to_vec()
+        };
+        Ok(())
     }
 
     /// Forgets every position from `len` on (speculative decoding rolls back the drafted tokens
@@ -105,6 +138,9 @@ impl DecoderCache {
             Some((k, _)) => k.device().clone(),
             None => return Ok(()),
         };
+        if !self.starts.is_empty() {
+            self.starts = indices.iter().map(|&i| self.starts[i as usize]).collect();
+        }
         let idx = Tensor::new(indices, &dev).map_err(ce)?;
         for t in self.self_k.iter_mut().chain(self.self_v.iter_mut()) {
             *t = t.index_select(&idx, 0).map_err(ce)?;

@@ -126,6 +126,13 @@ impl Whisper {
         self.compute_type
     }
 
+    /// Whether a decoder cache may hold left-padded rows
+    /// ([`DecoderCache::set_left_padding`]; the int8 decoder on the CPU), so that windows
+    /// whose prompts differ in length decode in one batch.
+    pub fn supports_left_padding(&self) -> bool {
+        self.decoder.supports_left_padding()
+    }
+
     /// Device the weights live on.
     pub fn device(&self) -> &Device {
         &self.device

@@ -570,7 +570,24 @@ impl Decoder {
             .embed
             .index_select(&tokens.flatten_all()?, 0)?
             .reshape((n, l, d))?;
-        let mut x = emb.broadcast_add(&self.pos.narrow(0, offset, l)?)?;
+        let starts = cache.starts().to_vec();
+        let mut x = if starts.is_empty() {
+            emb.broadcast_add(&self.pos.narrow(0, offset, l)?)?
+        } else {
+            // Left-padded rows: each row's own positions (padding at 0, never attended to).
+            let idx: Vec<u32> = starts
+                .iter()
+                .flat_map(|&s| (offset..offset + l).map(move |j| j.saturating_sub(s) as u32))
+                .collect();
+            let idx = Tensor::from_vec(idx, n * l, emb.device())?;
+            (emb + self.pos.index_select(&idx, 0)?.reshape((n, l, d))?)?
+        };
+        if !starts.is_empty() && !self.kv_f16 {
+            candle_core::bail!(
+                "left-padded rows need the int8 decoder (the float32 path is the parity reference \
+                 and keeps candle's attention)"
+            );
+        }
         // Causal mask among the new positions; cached positions are all visible.
         let mask = if l > 1 && !stepwise {
             let total = offset + l;
@@ -599,7 +616,7 @@ impl Decoder {
                 // int8: causal attention over the cache in place, each position as a one-token
                 // step computes it (so also the verification pass's rule below). The float32
                 // path keeps candle's matmuls: it is the token-parity reference.
-                merge_heads(&kernels::attend_causal(&qkv[0], &k, &v, offset)?)?
+                merge_heads(&kernels::attend_causal(&qkv[0], &k, &v, offset, &starts)?)?
             } else if stepwise && l > 1 {
                 // One query at a time over its own prefix, as a one-token step computes it.
                 let per = (0..l)
@@ -645,6 +662,12 @@ impl Decoder {
 
     pub fn n_head(&self) -> usize {
         self.n_head
+    }
+
+    /// Whether rows may be left-padded ([`super::cache::DecoderCache::set_left_padding`]):
+    /// the int8 decoder's own attention kernel masks per row.
+    pub fn supports_left_padding(&self) -> bool {
+        self.kv_f16
     }
 }
 
