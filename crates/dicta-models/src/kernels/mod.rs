@@ -10,7 +10,7 @@
 //! already have. Anything but float32 on the CPU goes to candle's own implementation.
 
 pub mod attention;
-mod cross_f16;
+pub(crate) mod cross_f16;
 pub mod int8;
 pub mod norm;
 pub mod panel;
@@ -44,17 +44,14 @@ pub fn gelu_erf(x: &Tensor) -> candle_core::Result<Tensor> {
 /// The same as `softmax(q·kᵀ)·v` through two matmuls, but each key and value row is read once
 /// from memory for all M queries and nothing is packed: with M = 1 the GEMM would copy all of
 /// K and V into its panel buffers every step, twice the memory traffic of the attention itself.
-/// k and v may be f16 on the CPU (see [`cross_f16`]): widened in registers, summed in f32.
+/// (f16 keys and values go through [`attend_cross_f16`].)
 pub fn attend_few_queries(
     q: &Tensor,
     k: &Tensor,
     v: &Tensor,
     want_probs: bool,
 ) -> candle_core::Result<(Tensor, Option<Tensor>)> {
-    let f16_kv = q.device().is_cpu()
-        && k.dtype() == candle_core::DType::F16
-        && v.dtype() == candle_core::DType::F16;
-    if !(fast_path(q) && (f16_kv || (fast_path(k) && fast_path(v)))) {
+    if !(fast_path(q) && fast_path(k) && fast_path(v)) {
         let (k, v) = (k.to_dtype(q.dtype())?, v.to_dtype(q.dtype())?);
         let p = softmax_last_dim(&q.matmul(&k.t()?)?)?;
         let out = p.matmul(&v)?;
@@ -79,42 +76,117 @@ pub fn attend_few_queries(
         [&q, &k, &v],
         |[(qs, ql), (ks, kl), (vs, vl)]| {
             let qd = f32_input(qs, ql)?;
+            let (kd, vd) = (
+                f32_storage(ks, kl, h, t * d)?,
+                f32_storage(vs, vl, h, t * d)?,
+            );
             let tasks = out.par_chunks_mut(m * d).zip(probs.par_chunks_mut(m * t));
-            if f16_kv {
-                let (kd, vd) = (
-                    f16_storage(ks, kl, h, t * d)?,
-                    f16_storage(vs, vl, h, t * d)?,
-                );
-                let level = attention::Level::best();
-                tasks.enumerate().for_each(|(bh, (o, p))| {
-                    let q = &qd[bh * m * d..(bh + 1) * m * d];
-                    let (k0, v0) = (block_start(kl, h, bh), block_start(vl, h, bh));
-                    let (k, v) = (&kd[k0..k0 + t * d], &vd[v0..v0 + t * d]);
-                    cross_f16::attend_head_f16(level, q, k, v, d, p, o);
-                });
-            } else {
-                let (kd, vd) = (
-                    f32_storage(ks, kl, h, t * d)?,
-                    f32_storage(vs, vl, h, t * d)?,
-                );
-                tasks.enumerate().for_each(|(bh, (o, p))| {
-                    let q = &qd[bh * m * d..(bh + 1) * m * d];
-                    let (k0, v0) = (block_start(kl, h, bh), block_start(vl, h, bh));
-                    let (k, v) = (&kd[k0..k0 + t * d], &vd[v0..v0 + t * d]);
-                    attend_head(q, k, v, d, p, o);
-                });
-            }
+            tasks.enumerate().for_each(|(bh, (o, p))| {
+                let q = &qd[bh * m * d..(bh + 1) * m * d];
+                let (k0, v0) = (block_start(kl, h, bh), block_start(vl, h, bh));
+                let (k, v) = (&kd[k0..k0 + t * d], &vd[v0..v0 + t * d]);
+                attend_head(q, k, v, d, p, o);
+            });
             Ok(())
         },
     )?;
-    let dev = q.device().clone();
-    let out = Tensor::from_vec(out, (b, h, m, d), &dev)?;
+    few_queries_result(out, probs, (b, h, m, d, t), want_probs, q.device())
+}
+
+/// The output [B, H, M, D] and, when wanted, the probabilities [B, H, M, T] as tensors.
+fn few_queries_result(
+    out: Vec<f32>,
+    probs: Vec<f32>,
+    (b, h, m, d, t): (usize, usize, usize, usize, usize),
+    want_probs: bool,
+    dev: &candle_core::Device,
+) -> candle_core::Result<(Tensor, Option<Tensor>)> {
+    let out = Tensor::from_vec(out, (b, h, m, d), dev)?;
     let probs = if want_probs {
-        Some(Tensor::from_vec(probs, (b, h, m, t), &dev)?)
+        Some(Tensor::from_vec(probs, (b, h, m, t), dev)?)
     } else {
         None
     };
     Ok((out, probs))
+}
+
+/// [`attend_few_queries`] over f16 keys and values on the CPU (the int8 decoder's
+/// cross-attention, see [`cross_f16`]): q [B, H, M, D] f32 (already scaled), keys in blocks
+/// `kb` [B, H, ⌈T/16⌉, 16·D] f16 ([`block_keys_f16`]), v [B, H, T, D] f16 → out [B, H, M, D]
+/// f32, plus the probabilities [B, H, M, T] when `want_probs`. Each query gets the same bits
+/// whatever M.
+pub fn attend_cross_f16(
+    q: &Tensor,
+    kb: &Tensor,
+    v: &Tensor,
+    want_probs: bool,
+) -> candle_core::Result<(Tensor, Option<Tensor>)> {
+    let (b, h, m, d) = q.dims4()?;
+    let t = v.dim(2)?;
+    let nb = t.div_ceil(cross_f16::KEY_BLOCK);
+    if !fast_path(q)
+        || kb.dtype() != candle_core::DType::F16
+        || v.dtype() != candle_core::DType::F16
+        || kb.dims4()? != (b, h, nb, cross_f16::KEY_BLOCK * d)
+        || v.dims4()? != (b, h, t, d)
+    {
+        candle_core::bail!(
+            "attend_cross_f16: q {:?} {:?}, blocked keys {:?} {:?}, v {:?} {:?}",
+            q.dims(),
+            q.dtype(),
+            kb.dims(),
+            kb.dtype(),
+            v.dims(),
+            v.dtype()
+        );
+    }
+    let q = q.contiguous()?;
+    let (kb, v) = (kb.contiguous()?, v.contiguous()?);
+    let block = cross_f16::blocked_len(t, d);
+    let mut out = vec![0f32; b * h * m * d];
+    let mut probs = vec![0f32; b * h * m * t];
+    with_cpu(
+        "attend_cross_f16",
+        [&q, &kb, &v],
+        |[(qs, ql), (ks, kl), (vs, vl)]| {
+            let qd = f32_input(qs, ql)?;
+            let (kd, vd) = (
+                f16_storage(ks, kl, h, block)?,
+                f16_storage(vs, vl, h, t * d)?,
+            );
+            let level = attention::Level::best();
+            let tasks = out.par_chunks_mut(m * d).zip(probs.par_chunks_mut(m * t));
+            tasks.enumerate().for_each(|(bh, (o, p))| {
+                let q = &qd[bh * m * d..(bh + 1) * m * d];
+                let (k0, v0) = (block_start(kl, h, bh), block_start(vl, h, bh));
+                let (k, v) = (&kd[k0..k0 + block], &vd[v0..v0 + t * d]);
+                cross_f16::attend_head_f16(level, q, k, v, t, d, p, o);
+            });
+            Ok(())
+        },
+    )?;
+    few_queries_result(out, probs, (b, h, m, d, t), want_probs, q.device())
+}
+
+/// Keys [B, H, T, D] (any float type) → the blocked f16 layout of [`attend_cross_f16`]
+/// [B, H, ⌈T/16⌉, 16·D] (the last block zero-padded).
+pub fn block_keys_f16(k: &Tensor) -> candle_core::Result<Tensor> {
+    let (b, h, t, d) = k.dims4()?;
+    let src: Vec<half::f16> = k
+        .to_dtype(candle_core::DType::F16)?
+        .flatten_all()?
+        .to_vec1()?;
+    let block = cross_f16::blocked_len(t, d);
+    let mut out = vec![half::f16::ZERO; b * h * block];
+    for (bh, dst) in out.chunks_exact_mut(block).enumerate() {
+        for j in 0..t {
+            for c in 0..d {
+                dst[cross_f16::blocked_index(j, c, d)] = src[(bh * t + j) * d + c];
+            }
+        }
+    }
+    let nb = t.div_ceil(cross_f16::KEY_BLOCK);
+    Tensor::from_vec(out, (b, h, nb, cross_f16::KEY_BLOCK * d), k.device())
 }
 
 fn fast_path(x: &Tensor) -> bool {

@@ -21,7 +21,8 @@ pub struct DecoderCache {
     /// empty when no row is padded. Row `r`'s token at cache position `j` has position
     /// `j - starts[r]` and attends to positions `starts[r]..` only.
     starts: Vec<usize>,
-    /// Per layer: cross-attention keys/values [W, H, T_audio, Dh].
+    /// Per layer: cross-attention keys/values [W, H, T_audio, Dh] (f32), or in f16 with the
+    /// keys in blocks [W, H, ⌈T_audio/16⌉, 16·Dh] (see `kernels::attend_cross_f16`).
     cross: Vec<(Tensor, Tensor)>,
     /// Rows per window (rows = windows × group).
     group: usize,
@@ -260,7 +261,13 @@ impl DecoderCache {
                 .contiguous()?
                 .reshape((w, h, g * l, dh))?
         };
-        let (a, p) = crate::kernels::attend_few_queries(&qg, k, v, want_probs && g == 1)?; // [W, H, g·L, Dh]
+        let probs = want_probs && g == 1;
+        // [W, H, g·L, Dh]; f16 K/V (int8 decoder) hold their keys in blocks.
+        let (a, p) = if v.dtype() == candle_core::DType::F16 {
+            crate::kernels::attend_cross_f16(&qg, k, v, probs)?
+        } else {
+            crate::kernels::attend_few_queries(&qg, k, v, probs)?
+        };
         let out = a
             .reshape((w, h, g, l, dh))?
             .permute((0, 2, 3, 1, 4))?

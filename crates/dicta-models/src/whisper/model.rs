@@ -7,6 +7,7 @@
 use super::config::WhisperConfig;
 use super::quant::{ComputeType, Linear};
 use crate::kernels;
+use crate::kernels::cross_f16::{blocked_index, blocked_len, KEY_BLOCK};
 use candle_core::{DType, Device, IndexOp, Module, Tensor};
 use candle_nn::{Conv1d, Conv1dConfig, LayerNorm};
 use dicta_core::{Error, Result};
@@ -467,7 +468,7 @@ impl Decoder {
         self.layers
             .iter()
             .map(|l| {
-                let mut k = vec![half::f16::ZERO; n * t * d];
+                let mut k = vec![half::f16::ZERO; n * h * blocked_len(t, dh)];
                 let mut v = vec![half::f16::ZERO; n * t * d];
                 for r in 0..n {
                     let kv = l.cross_kv.forward(&enc.narrow(0, r, 1)?)?.contiguous()?;
@@ -479,8 +480,9 @@ impl Decoder {
                     kv_to_f16_heads(src, (t, h, dh), r, &mut k, &mut v);
                 }
                 let dev = enc.device();
+                let nb = t.div_ceil(KEY_BLOCK);
                 Ok((
-                    Tensor::from_vec(k, (n, h, t, dh), dev)?,
+                    Tensor::from_vec(k, (n, h, nb, KEY_BLOCK * dh), dev)?,
                     Tensor::from_vec(v, (n, h, t, dh), dev)?,
                 ))
             })
@@ -671,8 +673,9 @@ impl Decoder {
     }
 }
 
-/// One window's fused cross K/V projection `src` [T, 2, H, Dh] (f32) into `k` and `v`
-/// [N, H, T, Dh] (f16) at window `r`, rounding to nearest even as `Tensor::to_dtype` does.
+/// One window's fused cross K/V projection `src` [T, 2, H, Dh] (f32) into `k` (blocked keys
+/// [N, H, ⌈T/16⌉, 16·Dh], see [`kernels::attend_cross_f16`]) and `v` [N, H, T, Dh] (f16) at
+/// window `r`, rounding to nearest even as `Tensor::to_dtype` does.
 fn kv_to_f16_heads(
     src: &[f32],
     (t, h, dh): (usize, usize, usize),
@@ -682,11 +685,17 @@ fn kv_to_f16_heads(
 ) {
     use half::slice::HalfFloatSliceExt;
     let d = h * dh;
+    let block = blocked_len(t, dh);
+    let mut key = vec![half::f16::ZERO; dh];
     for (ti, row) in src.chunks_exact(2 * d).enumerate().take(t) {
         for hh in 0..h {
             let at = ((r * h + hh) * t + ti) * dh;
-            k[at..at + dh].convert_from_f32_slice(&row[hh * dh..(hh + 1) * dh]);
             v[at..at + dh].convert_from_f32_slice(&row[d + hh * dh..d + (hh + 1) * dh]);
+            key.convert_from_f32_slice(&row[hh * dh..(hh + 1) * dh]);
+            let head = &mut k[(r * h + hh) * block..(r * h + hh + 1) * block];
+            for (c, &x) in key.iter().enumerate() {
+                head[blocked_index(ti, c, dh)] = x;
+            }
         }
     }
 }
@@ -702,7 +711,8 @@ fn int8_on_cpu(ct: ComputeType, dev: &Device) -> bool {
 mod tests {
     use super::*;
 
-    /// The f16 cross K/V layout and rounding equal candle's split into heads and `to_dtype`.
+    /// The f16 cross K/V layout and rounding equal candle's split into heads and `to_dtype`
+    /// (keys then blocked).
     #[test]
     fn f16_heads_equal_split_heads_then_to_dtype() {
         let (n, t, h, dh) = (3usize, 7usize, 2usize, 5usize);
@@ -714,7 +724,7 @@ mod tests {
         let xt = Tensor::from_vec(x.clone(), (n, t, 2 * d), &Device::Cpu).unwrap();
         let want = split_heads(&xt, 2, h).unwrap();
         let (mut k, mut v) = (
-            vec![half::f16::ZERO; n * t * d],
+            vec![half::f16::ZERO; n * h * blocked_len(t, dh)],
             vec![half::f16::ZERO; n * t * d],
         );
         for r in 0..n {
@@ -726,7 +736,9 @@ mod tests {
                 &mut v,
             );
         }
-        for (got, w) in [(k, &want[0]), (v, &want[1])] {
+        // Keys in blocks of 16 (the last zero-padded), as `block_keys_f16` lays them out.
+        let want_k = kernels::block_keys_f16(&want[0]).unwrap();
+        for (got, w) in [(k, &want_k), (v, &want[1])] {
             let w: Vec<half::f16> = w
                 .to_dtype(DType::F16)
                 .unwrap()
