@@ -182,7 +182,9 @@ class Engine:
         compute_type: ``"default"`` (the model's own), ``"float32"`` or ``"int8"``.
         threads: CPU threads of this engine (default: all cores).
         batch_size: windows per model call.
-        long_form: ``"sequential"`` (seek like faster-whisper) or ``"batched"``.
+        long_form: ``"auto"`` (``"sequential"``, except lanes of at least 6 minutes, batched,
+            in recordings of 12 minutes or more), ``"sequential"`` (seek like faster-whisper) or
+            ``"batched"`` (lanes of at least 60 s in recordings over 2 minutes).
         overlap_seconds: window overlap of CTC windows.
         vad_model: a VAD model (``"silero-vad"`` or a folder), needed by ``vad_filter=True``.
         speaker_model: a speaker model (``"ecapa-voxceleb"`` or a folder), needed with
@@ -208,7 +210,7 @@ class Engine:
         threads: Optional[int] = None,
         batch_size: int = 8,
         *,
-        long_form: str = "sequential",
+        long_form: str = "auto",
         overlap_seconds: float = 5.0,
         vad_model: Optional[str] = None,
         speaker_model: Optional[str] = None,

@@ -104,7 +104,7 @@ impl NativeEngine {
     #[new]
     #[pyo3(signature = (
         model, *, home, python, compute_type=None, threads=None, batch_size=8,
-        long_form="sequential", overlap_seconds=5.0, vad_model=None, speaker_model=None,
+        long_form="auto", overlap_seconds=5.0, vad_model=None, speaker_model=None,
         decoder="greedy", lm=None, lm_alpha=0.5, lm_beta=1.0, beam_width=25, progress=false,
         assistant=None, assistant_tokens=5
     ))]
@@ -138,9 +138,11 @@ impl NativeEngine {
                 long_form: match long_form {
                     "sequential" => LongFormMode::Sequential,
                     "batched" => LongFormMode::Batched,
+                    "auto" => LongFormMode::Auto,
                     other => {
                         return Err(Error::invalid_input(format!(
-                            "long_form must be \"sequential\" or \"batched\", got {other:?}"
+                            "long_form must be \"sequential\", \"batched\" or \"auto\", got \
+                             {other:?}"
                         )))
                     }
                 },

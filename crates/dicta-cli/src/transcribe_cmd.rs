@@ -60,6 +60,8 @@ pub enum LongForm {
     /// Recordings over 2 minutes cut at pauses into lanes of at least 60 s, each seeking as
     /// faster-whisper, all lanes decoded in batches.
     Batched,
+    /// Sequential, except recordings of 12 minutes or more: lanes of at least 6 minutes, batched.
+    Auto,
 }
 
 /// CTC decoders.
@@ -125,7 +127,7 @@ pub struct TranscribeArgs {
     #[arg(long, default_value = "default", value_parser = parse_compute_type)]
     pub assistant_compute_type: ComputeType,
     /// Long-form mode for recordings over 30 s.
-    #[arg(long, value_enum, default_value_t = LongForm::Sequential)]
+    #[arg(long, value_enum, default_value_t = LongForm::Auto)]
     pub long_form: LongForm,
     /// CTC: overlap between windows (seconds).
     #[arg(long, default_value_t = 5.0)]
@@ -277,6 +279,7 @@ pub fn run(args: &TranscribeArgs, g: &Globals) -> Result<u8> {
         long_form: match args.long_form {
             LongForm::Sequential => LongFormMode::Sequential,
             LongForm::Batched => LongFormMode::Batched,
+            LongForm::Auto => LongFormMode::Auto,
         },
         decode,
         chunk_seconds: args.chunk_seconds,

@@ -118,7 +118,12 @@ fn long_form_drops_and_doubles_no_words_at_lane_cuts() {
     let tr = WhisperTranscriber::new(&model).unwrap();
     let ref_words: Vec<String> = reference.iter().map(|r| r.0.clone()).collect();
     let frames = audio.len() / 160;
-    let lanes = dicta_engine::whisper::lanes::lanes(&audio, frames, 8);
+    let lanes = dicta_engine::whisper::lanes::lanes(
+        &audio,
+        frames,
+        8,
+        dicta_engine::whisper::lanes::MIN_LANE_FRAMES,
+    );
     assert_eq!(lanes.len(), 4, "{lanes:?}");
     let cuts: Vec<f64> = lanes.iter().skip(1).map(|l| l.0 as f64 / 100.0).collect();
     let mut totals = Vec::new();
@@ -281,5 +286,66 @@ fn int8_windows_with_prompts_of_different_lengths_batch_as_alone() {
         };
         assert_eq!(tokens(t), tokens(a), "input {i}");
         assert!(!t.text.trim().is_empty(), "input {i}");
+    }
+}
+
+/// The automatic mode: a recording under 12 minutes is decoded as `Sequential` (the same
+/// tokens, and the stats say "sequential"); one of 12 minutes is cut into two lanes of 6
+/// minutes, reported as "batched", and speech at both ends is transcribed at its own time.
+#[test]
+fn auto_mode_is_sequential_below_12_minutes_and_lanes_of_6_minutes_above() {
+    use dicta_models::whisper::{ComputeType, LoadOptions, Whisper};
+    let Some(dir) = model_dir() else { return };
+    let opts = LoadOptions {
+        compute_type: ComputeType::Int8,
+    };
+    let model = Whisper::load_with(&dir, &candle_core::Device::Cpu, &opts).unwrap();
+    let tr = WhisperTranscriber::new(&model).unwrap();
+    let (long, _) = recording(&["coqui_tts/"], 0, 125.0);
+    let auto = tr
+        .transcribe(&[&long], &opts_en(), LongFormMode::Auto, 8)
+        .unwrap();
+    let seq = tr
+        .transcribe(&[&long], &opts_en(), LongFormMode::Sequential, 8)
+        .unwrap();
+    assert_eq!(auto.long_form_mode, LongFormMode::Sequential);
+    let tokens = |t: &dicta_core::Transcript| {
+        t.segments
+            .iter()
+            .map(|s| (s.start, s.end, s.tokens.clone()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        tokens(auto.transcripts[0].as_ref().unwrap()),
+        tokens(seq.transcripts[0].as_ref().unwrap())
+    );
+    // 12 minutes: JFK at the start and 11 minutes in, silence between.
+    let jfk = load_wav("openai_whisper/jfk.16k.wav");
+    let mut audio = vec![0f32; 720 * SR];
+    audio[..jfk.len()].copy_from_slice(&jfk);
+    audio[660 * SR..660 * SR + jfk.len()].copy_from_slice(&jfk);
+    let out = tr
+        .transcribe(&[&audio], &opts_en(), LongFormMode::Auto, 8)
+        .unwrap();
+    assert_eq!(out.long_form_mode, LongFormMode::Batched);
+    assert_eq!(out.batch_sizes[0], 2, "{:?}", out.batch_sizes);
+    let t = out.transcripts[0].as_ref().unwrap();
+    let asks: Vec<f64> = t
+        .segments
+        .iter()
+        .filter(|s| s.text.to_lowercase().contains("ask not"))
+        .map(|s| s.start)
+        .collect();
+    assert_eq!(asks.len(), 2, "{:?}", t.segments);
+    assert!(
+        asks[0] < 10.0 && (655.0..675.0).contains(&asks[1]),
+        "{asks:?}"
+    );
+}
+
+fn opts_en() -> DecodeOptions {
+    DecodeOptions {
+        language: Some("en".into()),
+        ..DecodeOptions::default()
     }
 }

@@ -395,8 +395,17 @@ fn encoder_fp32_vs_int8() {
     let models = [load(ComputeType::Float32), load(ComputeType::Int8)];
     let mel = mel().i(0..1).unwrap();
     let mut tot = [0f64; 2];
-    for round in 0..6 {
+    // DICTA_BENCH_CT=int8|float32 runs one compute type (for `perf record`), 20 rounds.
+    let only = std::env::var("DICTA_BENCH_CT").ok();
+    let rounds = if only.is_some() { 21 } else { 6 };
+    for round in 0..rounds {
         for (i, m) in models.iter().enumerate() {
+            if only
+                .as_deref()
+                .is_some_and(|o| o != m.compute_type().to_string())
+            {
+                continue;
+            }
             let t = Instant::now();
             std::hint::black_box(m.encode(&mel).unwrap());
             if round > 0 {
@@ -406,8 +415,8 @@ fn encoder_fp32_vs_int8() {
     }
     eprintln!(
         "encode one window: fp32 {:.0} ms, int8 {:.0} ms, ratio fp32/int8 {:.2}",
-        tot[0] * 200.0,
-        tot[1] * 200.0,
+        tot[0] * 1e3 / (rounds - 1) as f64,
+        tot[1] * 1e3 / (rounds - 1) as f64,
         tot[0] / tot[1]
     );
 }

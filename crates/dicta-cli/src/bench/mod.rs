@@ -87,6 +87,8 @@ pub enum LongForm {
     Sequential,
     /// Lanes of at least 60 s cut at pauses, each seeking as faster-whisper, batched.
     Batched,
+    /// Sequential below 12 minutes, lanes of at least 6 minutes above (Dicta's default).
+    Auto,
 }
 
 /// Arguments of `dicta bench engine` and `dicta bench accuracy`.
@@ -119,7 +121,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub without_timestamps: bool,
     /// Long-form mode for inputs over 30 s.
-    #[arg(long, value_enum, default_value_t = LongForm::Sequential)]
+    #[arg(long, value_enum, default_value_t = LongForm::Auto)]
     pub long_form: LongForm,
     /// Window overlap of CTC models (seconds).
     #[arg(long, default_value_t = 5.0)]

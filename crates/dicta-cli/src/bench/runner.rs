@@ -168,6 +168,7 @@ fn request(
         long_form: match args.long_form {
             LongForm::Sequential => "sequential".into(),
             LongForm::Batched => "batched".into(),
+            LongForm::Auto => "auto".into(),
         },
         overlap_seconds: args.overlap_seconds,
     }

@@ -82,10 +82,10 @@ pub fn run(args: &WorkerArgs) -> Result<u8> {
 }
 
 fn long_form(req: &RunRequest) -> LongFormMode {
-    if req.long_form == "batched" {
-        LongFormMode::Batched
-    } else {
-        LongFormMode::Sequential
+    match req.long_form.as_str() {
+        "batched" => LongFormMode::Batched,
+        "auto" => LongFormMode::Auto,
+        _ => LongFormMode::Sequential,
     }
 }
 

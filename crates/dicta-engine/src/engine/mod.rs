@@ -169,7 +169,7 @@ impl Default for EngineConfig {
         let plan = PlanConfig::default();
         Self {
             batch_size: 8,
-            long_form: LongFormMode::Sequential,
+            long_form: LongFormMode::Auto,
             decode: DecodeOptions::default(),
             chunk_seconds: plan.chunk_seconds,
             overlap_seconds: plan.overlap_seconds,

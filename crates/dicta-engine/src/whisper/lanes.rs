@@ -19,18 +19,27 @@ const HOP: usize = 160;
 /// Frames over which energy is summed when looking for a pause (200 ms: shorter than most
 /// pauses between phrases, longer than the gaps inside a word).
 const PAUSE_FRAMES: usize = 20;
-/// Shortest lane (60 s): shorter lanes cut more often, and each cut costs some accuracy.
+/// Shortest lane of the batched mode (60 s): shorter lanes cut more often, and each cut costs
+/// some accuracy.
 pub const MIN_LANE_FRAMES: usize = 2 * WINDOW_FRAMES;
+/// Shortest lane of the automatic mode (6 min): long enough that the few words a cut costs
+/// stay within a few tenths of a WER point.
+pub const AUTO_MIN_LANE_FRAMES: usize = 12 * WINDOW_FRAMES;
 /// How far from its ideal place (on either side) a cut looks for a pause (5 s).
 pub const SEARCH_FRAMES: usize = 500;
 
 /// The lanes `(start, end)` in mel frames of a recording of `content_frames` frames (16 kHz
 /// `audio`), for batches of `batch_size` windows: `min(batch_size, content_frames /
-/// MIN_LANE_FRAMES)` lanes (at least one) tiling `0..content_frames`. Each cut is the centre of
+/// min_lane)` lanes (at least one) tiling `0..content_frames`. Each cut is the centre of
 /// the quietest 200 ms within [`SEARCH_FRAMES`] of `k · content_frames / lanes` (the earliest
 /// on ties).
-pub fn lanes(audio: &[f32], content_frames: usize, batch_size: usize) -> Vec<(usize, usize)> {
-    let n = (content_frames / MIN_LANE_FRAMES).clamp(1, batch_size.max(1));
+pub fn lanes(
+    audio: &[f32],
+    content_frames: usize,
+    batch_size: usize,
+    min_lane: usize,
+) -> Vec<(usize, usize)> {
+    let n = (content_frames / min_lane.max(1)).clamp(1, batch_size.max(1));
     // Energy of each frame as prefix sums, for 200 ms sums in O(1).
     let mut prefix = Vec::with_capacity(content_frames + 1);
     prefix.push(0f64);
@@ -96,7 +105,7 @@ mod tests {
         let pauses = [52.0, 57.0, 122.0, 172.0, 180.0, 190.0];
         let audio = speech_with_pauses(240, &pauses);
         let frames = audio.len() / HOP;
-        let lanes = lanes(&audio, frames, 8);
+        let lanes = lanes(&audio, frames, 8, MIN_LANE_FRAMES);
         assert_eq!(lanes.len(), 4, "{lanes:?}");
         assert_eq!((lanes[0].0, lanes[3].1), (0, frames));
         for w in lanes.windows(2) {
@@ -113,15 +122,23 @@ mod tests {
 
     #[test]
     fn the_lane_count_follows_the_length_and_the_batch() {
-        let audio = vec![0.5f32; 600 * 16_000];
+        let audio = vec![0.5f32; 720 * 16_000];
         let frames = audio.len() / HOP;
-        assert_eq!(lanes(&audio[..16_000 * 119], 11_900, 8), vec![(0, 11_900)]);
-        assert_eq!(lanes(&audio[..16_000 * 120], 12_000, 8).len(), 2);
-        assert_eq!(lanes(&audio, frames, 8).len(), 8);
-        assert_eq!(lanes(&audio, frames, 3).len(), 3);
-        assert_eq!(lanes(&audio, frames, 0).len(), 1);
+        let m = MIN_LANE_FRAMES;
+        assert_eq!(
+            lanes(&audio[..16_000 * 119], 11_900, 8, m),
+            vec![(0, 11_900)]
+        );
+        assert_eq!(lanes(&audio[..16_000 * 120], 12_000, 8, m).len(), 2);
+        assert_eq!(lanes(&audio, frames, 8, m).len(), 8);
+        assert_eq!(lanes(&audio, frames, 3, m).len(), 3);
+        assert_eq!(lanes(&audio, frames, 0, m).len(), 1);
+        // The automatic mode's lanes: 6 minutes at least.
+        let auto = AUTO_MIN_LANE_FRAMES;
+        assert_eq!(lanes(&audio[..16_000 * 719], 71_900, 8, auto).len(), 1);
+        assert_eq!(lanes(&audio, frames, 8, auto).len(), 2);
         // Without any pause a cut lands within the search range of its ideal place.
-        for (k, l) in lanes(&audio, frames, 4).iter().enumerate().skip(1) {
+        for (k, l) in lanes(&audio, frames, 4, m).iter().enumerate().skip(1) {
             assert!(l.0.abs_diff(k * frames / 4) <= SEARCH_FRAMES, "{l:?}");
         }
     }

@@ -25,14 +25,23 @@ pub enum LongFormMode {
     /// long recording then fills the batch; its text differs from `Sequential` only around the
     /// lane cuts. Recordings up to 2 minutes are decoded as in `Sequential`.
     Batched,
+    /// `Sequential`, except that a recording of at least twice
+    /// [`super::lanes::AUTO_MIN_LANE_FRAMES`] (12 minutes) is cut into lanes of at least 6
+    /// minutes, decoded as in `Batched`. Each cut costs a few words (the lane starts without the
+    /// previous text), so cuts are only worth it where lanes are long: measured on the bench's
+    /// recordings, 60 s lanes cost ≈ 0.8 WER points on 4 minutes, 7.5-minute lanes ≈ 0.3 on an
+    /// hour, which they decode ≈ 1.5× faster (8 lanes fill the batch).
+    Auto,
 }
 
 impl LongFormMode {
-    /// Stable name reported in results and stats ("sequential" or "batched").
+    /// Stable name ("sequential", "batched" or "auto"). Results report the mode that ran:
+    /// `auto` reports "batched" when it cut a recording into lanes, "sequential" otherwise.
     pub fn as_str(&self) -> &'static str {
         match self {
             LongFormMode::Sequential => "sequential",
             LongFormMode::Batched => "batched",
+            LongFormMode::Auto => "auto",
         }
     }
 }

@@ -208,7 +208,11 @@ impl<'m> WhisperTranscriber<'m> {
         };
         let mut out = TranscribeOutput {
             transcripts: Vec::with_capacity(audios.len()),
-            long_form_mode: mode,
+            // `Auto` reports the mode that ran (set to `Batched` below when it cuts lanes).
+            long_form_mode: match mode {
+                LongFormMode::Auto => LongFormMode::Sequential,
+                m => m,
+            },
             windows: 0,
             batch_sizes: Vec::new(),
             features_seconds: 0.0,
@@ -240,13 +244,21 @@ impl<'m> WhisperTranscriber<'m> {
             };
             let sot_seq = self.sot_sequence(&lang, opts.task)?;
             // The batched mode cuts a long recording into lanes; otherwise the recording is one.
-            let lanes = match mode {
-                LongFormMode::Batched if content_frames > WINDOW_FRAMES => {
-                    super::lanes::lanes(audio, content_frames, batch_size)
-                }
-                _ => vec![(0, content_frames)],
+            let min_lane = match mode {
+                LongFormMode::Batched => super::lanes::MIN_LANE_FRAMES,
+                LongFormMode::Auto => super::lanes::AUTO_MIN_LANE_FRAMES,
+                LongFormMode::Sequential => usize::MAX,
             };
+            let lanes =
+                if content_frames > WINDOW_FRAMES && content_frames >= min_lane.saturating_mul(2) {
+                    super::lanes::lanes(audio, content_frames, batch_size, min_lane)
+                } else {
+                    vec![(0, content_frames)]
+                };
             let span = lanes.len() > 1;
+            if span && mode == LongFormMode::Auto {
+                out.long_form_mode = LongFormMode::Batched;
+            }
             let mel = std::sync::Arc::new(mel);
             let draft: Option<std::sync::Arc<[u32]>> = drafts
                 .and_then(|d| d.get(i))
