@@ -251,7 +251,23 @@ fn decode_steps_profile() {
             first.len(),
             tp.elapsed().as_secs_f64() * 1e3
         );
-        let steps = 150;
+        // DICTA_BENCH_STEPS=S decoder steps after the prompt (150); with 0, the prompt is fed
+        // 20 times more (for `perf record`).
+        let steps: usize = std::env::var("DICTA_BENCH_STEPS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(150);
+        if steps == 0 {
+            let tp = Instant::now();
+            for _ in 0..20 {
+                cache.truncate(0).unwrap();
+                m.decode_last(&prompt(&first, n), &mut cache).unwrap();
+            }
+            eprintln!(
+                "{ct}: prompt again: {:.1} ms",
+                tp.elapsed().as_secs_f64() * 1e3 / 20.0
+            );
+        }
         let t = Instant::now();
         for i in 0..steps {
             let tok = Tensor::from_vec(vec![(300 + i) as u32; n], (n, 1), &Device::Cpu).unwrap();
@@ -260,7 +276,7 @@ fn decode_steps_profile() {
         eprintln!(
             "{ct}: cross K/V {:.0} ms, {:.2} ms/step ({n} rows)",
             t_cross * 1e3,
-            t.elapsed().as_secs_f64() * 1e3 / steps as f64
+            t.elapsed().as_secs_f64() * 1e3 / steps.max(1) as f64
         );
     }
 }

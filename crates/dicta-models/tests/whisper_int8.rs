@@ -257,6 +257,30 @@ fn left_padded_rows_equal_rows_alone() {
     assert!(c.set_left_padding(&pads).is_err());
 }
 
+/// `decode_last` runs the last layer on the last position only (int8): its logits are the bits
+/// of the whole call's last position, and the cache it leaves gives the next steps the same
+/// bits too.
+#[test]
+fn last_position_only_equals_the_whole_calls_last_position() {
+    let Some(m) = int8_model() else { return };
+    let s = &m.config.special;
+    let enc = m.encode(&mel().i(0..2).unwrap()).unwrap();
+    for len in [1usize, 6, 40] {
+        let mut p: Vec<u32> = (0..len - 1).map(|i| 300 + 11 * i as u32).collect();
+        p.push(s.sot);
+        let (mut ca, mut cb) = (m.new_cache(&enc).unwrap(), m.new_cache(&enc).unwrap());
+        let all = m.decode(&prompt(&p, 2), &mut ca).unwrap();
+        let want = all.i((.., len - 1)).unwrap();
+        let got = m.decode_last(&prompt(&p, 2), &mut cb).unwrap();
+        assert_eq!(max_abs_diff(&got, &want), 0.0, "prompt of {len}");
+        for &t in &[843u32, 523] {
+            let a = m.decode_last(&prompt(&[t], 2), &mut ca).unwrap();
+            let b = m.decode_last(&prompt(&[t], 2), &mut cb).unwrap();
+            assert_eq!(max_abs_diff(&a, &b), 0.0, "prompt of {len}, step {t}");
+        }
+    }
+}
+
 /// Greedy transcripts of 24 English utterances from shared/data, float32 vs int8: how many are
 /// identical, and the WER of each against the references (Whisper's English normalizer). A report
 /// (slow on CPU), but it fails if int8 loses more than one WER point.

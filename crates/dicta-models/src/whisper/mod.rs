@@ -269,12 +269,8 @@ impl Whisper {
     /// Like [`Whisper::decode`] but returns only the last position's logits [N, n_vocab] (the hot path:
     /// the vocabulary projection runs for one position per row).
     pub fn decode_last(&self, tokens: &Tensor, cache: &mut DecoderCache) -> Result<Tensor> {
-        let hidden = self.decoder.forward(tokens, cache)?;
-        let l = hidden.dim(1).map_err(ce)?;
-        let last = hidden
-            .narrow(1, l - 1, 1)
-            .and_then(|h| h.squeeze(1))
-            .map_err(ce)?;
+        let hidden = self.decoder.forward_last(tokens, cache)?;
+        let last = hidden.squeeze(1).map_err(ce)?;
         self.decoder.logits(&last).map_err(ce)
     }
 }

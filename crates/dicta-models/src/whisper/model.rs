@@ -511,7 +511,7 @@ impl Decoder {
     ) -> Result<Tensor> {
         let (n, l) = self.check(tokens, cache)?;
         let offset = cache.len();
-        self.forward_inner(tokens, cache, n, l, offset, None, true)
+        self.forward_inner(tokens, cache, n, l, offset, None, Mode::Stepwise)
             .map_err(ce)
     }
 
@@ -552,8 +552,27 @@ impl Decoder {
     ) -> Result<Tensor> {
         let (n, l) = self.check(tokens, cache)?;
         let offset = cache.len();
-        self.forward_inner(tokens, cache, n, l, offset, probs, false)
+        self.forward_inner(tokens, cache, n, l, offset, probs, Mode::All)
             .map_err(ce)
+    }
+
+    /// Like [`Decoder::forward`], but the hidden state of the last new position only
+    /// ([N, 1, d]). On the int8 path the last layer then runs past its self-attention K/V on
+    /// that position alone (every op there works row by row: the same bits as the whole
+    /// call's last position); a 226-token previous-text prompt skips ≈ a quarter of its
+    /// attention and linear work.
+    pub fn forward_last(
+        &self,
+        tokens: &Tensor,
+        cache: &mut super::cache::DecoderCache,
+    ) -> Result<Tensor> {
+        let (n, l) = self.check(tokens, cache)?;
+        let offset = cache.len();
+        let hidden = self
+            .forward_inner(tokens, cache, n, l, offset, None, Mode::Last)
+            .map_err(ce)?;
+        let kept = hidden.dim(1).map_err(ce)?;
+        hidden.narrow(1, kept - 1, 1).map_err(ce)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -565,8 +584,12 @@ impl Decoder {
         l: usize,
         offset: usize,
         mut probs: Option<&mut Vec<Tensor>>,
-        stepwise: bool,
+        mode: Mode,
     ) -> candle_core::Result<Tensor> {
+        let stepwise = mode == Mode::Stepwise;
+        // The last layer past its K/V on the last position only (int8 path, see `forward_last`).
+        let trim = mode == Mode::Last && self.kv_f16 && l > 1;
+        let n_layers = self.layers.len();
         let d = self.embed.dim(1)?;
         let emb = self
             .embed
@@ -614,7 +637,17 @@ impl Decoder {
             let h = layer.ln1.forward(&x)?;
             let qkv = split_heads(&layer.qkv.forward(&h)?, 3, self.n_head)?;
             let (k, v) = cache.append(li, &qkv[1], &qkv[2], offset)?;
-            let a = if self.kv_f16 {
+            let a = if trim && li + 1 == n_layers {
+                x = x.narrow(1, l - 1, 1)?.contiguous()?;
+                let q = qkv[0].narrow(2, l - 1, 1)?;
+                merge_heads(&kernels::attend_causal(
+                    &q,
+                    &k,
+                    &v,
+                    offset + l - 1,
+                    &starts,
+                )?)?
+            } else if self.kv_f16 {
                 // int8: causal attention over the cache in place, each position as a one-token
                 // step computes it (so also the verification pass's rule below). The float32
                 // path keeps candle's matmuls: it is the token-parity reference.
@@ -676,6 +709,17 @@ impl Decoder {
 /// One window's fused cross K/V projection `src` [T, 2, H, Dh] (f32) into `k` (blocked keys
 /// [N, H, ⌈T/16⌉, 16·Dh], see [`kernels::attend_cross_f16`]) and `v` [N, H, T, Dh] (f16) at
 /// window `r`, rounding to nearest even as `Tensor::to_dtype` does.
+/// What a decoder call computes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Every new position, prompts with a causal mask.
+    All,
+    /// Every new position, each as a one-token step computes it (speculative verification).
+    Stepwise,
+    /// Every position's K/V, but the hidden state of the last position only.
+    Last,
+}
+
 fn kv_to_f16_heads(
     src: &[f32],
     (t, h, dh): (usize, usize, usize),
