@@ -53,9 +53,9 @@ pub(super) fn attend_head_f16(
     if d == HEAD && is_x86_feature_detected!("f16c") {
         match level {
             // SAFETY: the caller checked the level against the CPU's features; sizes asserted.
-            Level::Avx512 => return unsafe { x86::attend_avx512(q, kb, v, t, p, out) },
+            Level::Avx512 => return unsafe { x86::attend(true, q, kb, v, t, p, out) },
             // SAFETY: as above.
-            Level::Avx2Fma => return unsafe { x86::attend_avx2(q, kb, v, t, p, out) },
+            Level::Avx2Fma => return unsafe { x86::attend(false, q, kb, v, t, p, out) },
             Level::Scalar => {}
         }
     }
@@ -112,8 +112,13 @@ mod x86 {
     /// Queries per block: each widened key or value vector serves this many.
     const QB: usize = 4;
 
-    #[target_feature(enable = "avx512f,avx2,fma,f16c")]
-    pub(super) unsafe fn attend_avx512(
+    /// Runs the queries in blocks of up to [`QB`] on AVX-512 (`avx512`) or AVX2 kernels.
+    ///
+    /// # Safety
+    /// The CPU has the level's features (with F16C); `kb`, `v`, `p` and `out` hold the sizes
+    /// [`super::attend_head_f16`] asserts.
+    pub(super) unsafe fn attend(
+        avx512: bool,
         q: &[f32],
         kb: &[f16],
         v: &[f16],
@@ -130,22 +135,40 @@ mod x86 {
                 p.as_mut_ptr().add(i * t),
                 out.as_mut_ptr().add(i * HEAD),
             );
-            match n {
-                4 => scores_avx512::<4>(qp, kb, t, pp),
-                3 => scores_avx512::<3>(qp, kb, t, pp),
-                2 => scores_avx512::<2>(qp, kb, t, pp),
-                _ => scores_avx512::<1>(qp, kb, t, pp),
-            }
-            for r in 0..n {
-                softmax_in_place::<true>(std::slice::from_raw_parts_mut(pp.add(r * t), t));
-            }
-            match n {
-                4 => pv_avx512::<4>(pp, v, t, op),
-                3 => pv_avx512::<3>(pp, v, t, op),
-                2 => pv_avx512::<2>(pp, v, t, op),
-                _ => pv_avx512::<1>(pp, v, t, op),
+            if avx512 {
+                block_avx512(n, qp, kb, v, t, pp, op);
+            } else {
+                block_avx2(n, qp, kb, v, t, pp, op);
             }
             i += n;
+        }
+    }
+
+    /// `n` ≤ [`QB`] queries: scores, softmax, and `p·v`, each widened vector serving all.
+    #[target_feature(enable = "avx512f,avx2,fma,f16c")]
+    unsafe fn block_avx512(
+        n: usize,
+        qp: *const f32,
+        kb: &[f16],
+        v: &[f16],
+        t: usize,
+        pp: *mut f32,
+        op: *mut f32,
+    ) {
+        match n {
+            4 => scores_avx512::<4>(qp, kb, t, pp),
+            3 => scores_avx512::<3>(qp, kb, t, pp),
+            2 => scores_avx512::<2>(qp, kb, t, pp),
+            _ => scores_avx512::<1>(qp, kb, t, pp),
+        }
+        for r in 0..n {
+            softmax_in_place::<true>(std::slice::from_raw_parts_mut(pp.add(r * t), t));
+        }
+        match n {
+            4 => pv_avx512::<4>(pp, v, t, op),
+            3 => pv_avx512::<3>(pp, v, t, op),
+            2 => pv_avx512::<2>(pp, v, t, op),
+            _ => pv_avx512::<1>(pp, v, t, op),
         }
     }
 
@@ -198,31 +221,26 @@ mod x86 {
         }
     }
 
+    /// [`block_avx512`] on AVX2: scores for the block, `p·v` query by query.
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) unsafe fn attend_avx2(
-        q: &[f32],
+    unsafe fn block_avx2(
+        n: usize,
+        qp: *const f32,
         kb: &[f16],
         v: &[f16],
         t: usize,
-        p: &mut [f32],
-        out: &mut [f32],
+        pp: *mut f32,
+        op: *mut f32,
     ) {
-        let m = q.len() / HEAD;
-        let mut i = 0;
-        while i < m {
-            let n = (m - i).min(QB);
-            let (qp, pp) = (q.as_ptr().add(i * HEAD), p.as_mut_ptr().add(i * t));
-            match n {
-                4 => scores_avx2::<4>(qp, kb, t, pp),
-                3 => scores_avx2::<3>(qp, kb, t, pp),
-                2 => scores_avx2::<2>(qp, kb, t, pp),
-                _ => scores_avx2::<1>(qp, kb, t, pp),
-            }
-            for r in 0..n {
-                softmax_in_place::<true>(std::slice::from_raw_parts_mut(pp.add(r * t), t));
-                pv_avx2(pp.add(r * t), v, t, out.as_mut_ptr().add((i + r) * HEAD));
-            }
-            i += n;
+        match n {
+            4 => scores_avx2::<4>(qp, kb, t, pp),
+            3 => scores_avx2::<3>(qp, kb, t, pp),
+            2 => scores_avx2::<2>(qp, kb, t, pp),
+            _ => scores_avx2::<1>(qp, kb, t, pp),
+        }
+        for r in 0..n {
+            softmax_in_place::<true>(std::slice::from_raw_parts_mut(pp.add(r * t), t));
+            pv_avx2(pp.add(r * t), v, t, op.add(r * HEAD));
         }
     }
 

@@ -509,9 +509,20 @@ impl Decoder {
         tokens: &Tensor,
         cache: &mut super::cache::DecoderCache,
     ) -> Result<Tensor> {
+        self.run(tokens, cache, None, Mode::Stepwise)
+    }
+
+    /// Validates the call, then runs it from the cache's end.
+    fn run(
+        &self,
+        tokens: &Tensor,
+        cache: &mut super::cache::DecoderCache,
+        probs: Option<&mut Vec<Tensor>>,
+        mode: Mode,
+    ) -> Result<Tensor> {
         let (n, l) = self.check(tokens, cache)?;
         let offset = cache.len();
-        self.forward_inner(tokens, cache, n, l, offset, None, Mode::Stepwise)
+        self.forward_inner(tokens, cache, n, l, offset, probs, mode)
             .map_err(ce)
     }
 
@@ -550,10 +561,7 @@ impl Decoder {
         cache: &mut super::cache::DecoderCache,
         probs: Option<&mut Vec<Tensor>>,
     ) -> Result<Tensor> {
-        let (n, l) = self.check(tokens, cache)?;
-        let offset = cache.len();
-        self.forward_inner(tokens, cache, n, l, offset, probs, Mode::All)
-            .map_err(ce)
+        self.run(tokens, cache, probs, Mode::All)
     }
 
     /// Like [`Decoder::forward`], but the hidden state of the last new position only
@@ -566,11 +574,7 @@ impl Decoder {
         tokens: &Tensor,
         cache: &mut super::cache::DecoderCache,
     ) -> Result<Tensor> {
-        let (n, l) = self.check(tokens, cache)?;
-        let offset = cache.len();
-        let hidden = self
-            .forward_inner(tokens, cache, n, l, offset, None, Mode::Last)
-            .map_err(ce)?;
+        let hidden = self.run(tokens, cache, None, Mode::Last)?;
         let kept = hidden.dim(1).map_err(ce)?;
         hidden.narrow(1, kept - 1, 1).map_err(ce)
     }
