@@ -181,9 +181,10 @@ impl WindowDecoder<'_> {
             self.encode(jobs)?
         };
         let mut out: Vec<Option<Attempt>> = vec![None; jobs.len()];
+        let left_padding = self.left_padding(jobs);
         let keys = jobs
             .iter()
-            .map(|j| self.group_key(j, self.left_padding(jobs)))
+            .map(|j| self.group_key(j, left_padding))
             .collect::<Result<Vec<_>>>()?;
         let mut shapes = keys.clone();
         shapes.sort_unstable();

@@ -710,9 +710,6 @@ impl Decoder {
     }
 }
 
-/// One window's fused cross K/V projection `src` [T, 2, H, Dh] (f32) into `k` (blocked keys
-/// [N, H, ⌈T/16⌉, 16·Dh], see [`kernels::attend_cross_f16`]) and `v` [N, H, T, Dh] (f16) at
-/// window `r`, rounding to nearest even as `Tensor::to_dtype` does.
 /// What a decoder call computes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
@@ -724,6 +721,9 @@ enum Mode {
     Last,
 }
 
+/// One window's fused cross K/V projection `src` [T, 2, H, Dh] (f32) into `k` (blocked keys
+/// [N, H, ⌈T/16⌉, 16·Dh], see [`kernels::attend_cross_f16`]) and `v` [N, H, T, Dh] (f16) at
+/// window `r`, rounding to nearest even as `Tensor::to_dtype` does.
 fn kv_to_f16_heads(
     src: &[f32],
     (t, h, dh): (usize, usize, usize),
