@@ -244,12 +244,7 @@ fn short_and_long_recordings_share_batches_in_batched_mode() {
 /// with beam search and the default fallback, which regroup rows as they go.
 #[test]
 fn int8_windows_with_prompts_of_different_lengths_batch_as_alone() {
-    use dicta_models::whisper::{ComputeType, LoadOptions, Whisper};
-    let Some(dir) = model_dir() else { return };
-    let opts = LoadOptions {
-        compute_type: ComputeType::Int8,
-    };
-    let model = Whisper::load_with(&dir, &candle_core::Device::Cpu, &opts).unwrap();
+    let Some(model) = load_int8() else { return };
     assert!(model.supports_left_padding());
     // Two recordings of three windows each, of different speakers and texts (so their prompts
     // differ in length from the second window on), and a short clip.
@@ -258,10 +253,7 @@ fn int8_windows_with_prompts_of_different_lengths_batch_as_alone() {
     let jfk = load_wav("openai_whisper/jfk.16k.wav");
     let inputs: Vec<&[f32]> = vec![&a, &b, &jfk];
     let tr = WhisperTranscriber::new(&model).unwrap();
-    let opts = DecodeOptions {
-        language: Some("en".into()),
-        ..DecodeOptions::default()
-    };
+    let opts = opts_en();
     let together = tr
         .transcribe(&inputs, &opts, LongFormMode::Sequential, 8)
         .unwrap();
@@ -278,13 +270,7 @@ fn int8_windows_with_prompts_of_different_lengths_batch_as_alone() {
             together.transcripts[i].as_ref().unwrap(),
             alone.transcripts[0].as_ref().unwrap(),
         );
-        let tokens = |t: &dicta_core::Transcript| {
-            t.segments
-                .iter()
-                .map(|s| (s.start, s.end, s.tokens.clone()))
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(tokens(t), tokens(a), "input {i}");
+        assert_eq!(timed_tokens(t), timed_tokens(a), "input {i}");
         assert!(!t.text.trim().is_empty(), "input {i}");
     }
 }
@@ -294,12 +280,7 @@ fn int8_windows_with_prompts_of_different_lengths_batch_as_alone() {
 /// minutes, reported as "batched", and speech at both ends is transcribed at its own time.
 #[test]
 fn auto_mode_is_sequential_below_12_minutes_and_lanes_of_6_minutes_above() {
-    use dicta_models::whisper::{ComputeType, LoadOptions, Whisper};
-    let Some(dir) = model_dir() else { return };
-    let opts = LoadOptions {
-        compute_type: ComputeType::Int8,
-    };
-    let model = Whisper::load_with(&dir, &candle_core::Device::Cpu, &opts).unwrap();
+    let Some(model) = load_int8() else { return };
     let tr = WhisperTranscriber::new(&model).unwrap();
     let (long, _) = recording(&["coqui_tts/"], 0, 125.0);
     let auto = tr
@@ -309,15 +290,9 @@ fn auto_mode_is_sequential_below_12_minutes_and_lanes_of_6_minutes_above() {
         .transcribe(&[&long], &opts_en(), LongFormMode::Sequential, 8)
         .unwrap();
     assert_eq!(auto.long_form_mode, LongFormMode::Sequential);
-    let tokens = |t: &dicta_core::Transcript| {
-        t.segments
-            .iter()
-            .map(|s| (s.start, s.end, s.tokens.clone()))
-            .collect::<Vec<_>>()
-    };
     assert_eq!(
-        tokens(auto.transcripts[0].as_ref().unwrap()),
-        tokens(seq.transcripts[0].as_ref().unwrap())
+        timed_tokens(auto.transcripts[0].as_ref().unwrap()),
+        timed_tokens(seq.transcripts[0].as_ref().unwrap())
     );
     // 12 minutes: JFK at the start and 11 minutes in, silence between.
     let jfk = load_wav("openai_whisper/jfk.16k.wav");
@@ -343,6 +318,24 @@ fn auto_mode_is_sequential_below_12_minutes_and_lanes_of_6_minutes_above() {
     );
 }
 
+/// The test model loaded with the int8 compute type.
+fn load_int8() -> Option<dicta_models::whisper::Whisper> {
+    use dicta_models::whisper::{ComputeType, LoadOptions, Whisper};
+    let opts = LoadOptions {
+        compute_type: ComputeType::Int8,
+    };
+    Some(Whisper::load_with(&model_dir()?, &candle_core::Device::Cpu, &opts).unwrap())
+}
+
+/// Each segment's times and tokens.
+fn timed_tokens(t: &dicta_core::Transcript) -> Vec<(f64, f64, Vec<u32>)> {
+    t.segments
+        .iter()
+        .map(|s| (s.start, s.end, s.tokens.clone()))
+        .collect()
+}
+
+/// Faster-whisper's default decoding, in English.
 fn opts_en() -> DecodeOptions {
     DecodeOptions {
         language: Some("en".into()),

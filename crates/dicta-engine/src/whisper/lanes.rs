@@ -40,6 +40,9 @@ pub fn lanes(
     min_lane: usize,
 ) -> Vec<(usize, usize)> {
     let n = (content_frames / min_lane.max(1)).clamp(1, batch_size.max(1));
+    if n == 1 {
+        return vec![(0, content_frames)];
+    }
     // Energy of each frame as prefix sums, for 200 ms sums in O(1).
     let mut prefix = Vec::with_capacity(content_frames + 1);
     prefix.push(0f64);

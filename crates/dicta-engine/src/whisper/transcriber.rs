@@ -249,12 +249,7 @@ impl<'m> WhisperTranscriber<'m> {
                 LongFormMode::Auto => super::lanes::AUTO_MIN_LANE_FRAMES,
                 LongFormMode::Sequential => usize::MAX,
             };
-            let lanes =
-                if content_frames > WINDOW_FRAMES && content_frames >= min_lane.saturating_mul(2) {
-                    super::lanes::lanes(audio, content_frames, batch_size, min_lane)
-                } else {
-                    vec![(0, content_frames)]
-                };
+            let lanes = super::lanes::lanes(audio, content_frames, batch_size, min_lane);
             let span = lanes.len() > 1;
             if span && mode == LongFormMode::Auto {
                 out.long_form_mode = LongFormMode::Batched;

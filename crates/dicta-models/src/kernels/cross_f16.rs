@@ -32,6 +32,14 @@ pub fn blocked_index(j: usize, c: usize, d: usize) -> usize {
     (j / KEY_BLOCK) * KEY_BLOCK * d + c * KEY_BLOCK + j % KEY_BLOCK
 }
 
+/// Writes key `j` (`key`: its `d` dims) into one head's blocked keys `head`.
+pub fn put_key(head: &mut [f16], j: usize, key: &[f16]) {
+    let d = key.len();
+    for (c, &x) in key.iter().enumerate() {
+        head[blocked_index(j, c, d)] = x;
+    }
+}
+
 /// One (batch, head): q [M, D] f32, blocked keys ([`blocked_len`]`(T, D)` f16) and v [T, D]
 /// f16 → probabilities [M, T] in `p` and out [M, D].
 #[allow(clippy::too_many_arguments)]
@@ -300,10 +308,8 @@ mod tests {
 
     fn blocked(k: &[f16], t: usize, d: usize) -> Vec<f16> {
         let mut kb = vec![f16::ZERO; blocked_len(t, d)];
-        for j in 0..t {
-            for c in 0..d {
-                kb[blocked_index(j, c, d)] = k[j * d + c];
-            }
+        for (j, key) in k.chunks_exact(d).enumerate() {
+            put_key(&mut kb, j, key);
         }
         kb
     }

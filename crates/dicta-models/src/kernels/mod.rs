@@ -191,11 +191,9 @@ pub fn block_keys_f16(k: &Tensor) -> candle_core::Result<Tensor> {
         .to_vec1()?;
     let block = cross_f16::blocked_len(t, d);
     let mut out = vec![half::f16::ZERO; b * h * block];
-    for (bh, dst) in out.chunks_exact_mut(block).enumerate() {
-        for j in 0..t {
-            for c in 0..d {
-                dst[cross_f16::blocked_index(j, c, d)] = src[(bh * t + j) * d + c];
-            }
+    for (dst, head) in out.chunks_exact_mut(block).zip(src.chunks_exact(t * d)) {
+        for (j, key) in head.chunks_exact(d).enumerate() {
+            cross_f16::put_key(dst, j, key);
         }
     }
     let nb = t.div_ceil(cross_f16::KEY_BLOCK);

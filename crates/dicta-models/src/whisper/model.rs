@@ -7,7 +7,7 @@
 use super::config::WhisperConfig;
 use super::quant::{ComputeType, Linear};
 use crate::kernels;
-use crate::kernels::cross_f16::{blocked_index, blocked_len, KEY_BLOCK};
+use crate::kernels::cross_f16::{blocked_len, put_key, KEY_BLOCK};
 use candle_core::{DType, Device, IndexOp, Module, Tensor};
 use candle_nn::{Conv1d, Conv1dConfig, LayerNorm};
 use dicta_core::{Error, Result};
@@ -740,10 +740,11 @@ fn kv_to_f16_heads(
             let at = ((r * h + hh) * t + ti) * dh;
             v[at..at + dh].convert_from_f32_slice(&row[d + hh * dh..d + (hh + 1) * dh]);
             key.convert_from_f32_slice(&row[hh * dh..(hh + 1) * dh]);
-            let head = &mut k[(r * h + hh) * block..(r * h + hh + 1) * block];
-            for (c, &x) in key.iter().enumerate() {
-                head[blocked_index(ti, c, dh)] = x;
-            }
+            put_key(
+                &mut k[(r * h + hh) * block..(r * h + hh + 1) * block],
+                ti,
+                &key,
+            );
         }
     }
 }
