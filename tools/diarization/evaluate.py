@@ -19,7 +19,8 @@ clip's peak), joined with pauses of 0.3–1.5 s ("pauses") or 0–80 ms ("no pau
 turns are each recording's stretches within 40 dB of its peak, pauses under 0.5 s kept inside
 (some recordings pause for seconds between words), independent of the VAD under test. DER by pyannote.metrics with no collar and overlapped speech
 scored, reported with its parts; speaker count right or not; RTFx of the whole `dicta diarize`
-process over all mixtures. Outputs results.md and results.json next to this script.
+process over all mixtures. Several seeds write their summary to results.md and results.json next to
+this script (or in --out); a single seed prints its lines and writes its per-mixture table only to --out.
 """
 import argparse
 import json
@@ -132,12 +133,17 @@ def main():
     ap.add_argument("--seed", default="7", help="a seed, or several separated by commas")
     ap.add_argument("--mixtures", type=int, default=12)
     ap.add_argument("--extra", default="", help="extra flags for dicta diarize")
+    ap.add_argument("--out", default=None,
+                    help="folder for results.md / results.json (default: next to this script for several "
+                         "seeds; a single seed writes them only when given)")
     args = ap.parse_args()
     seeds = [int(x) for x in str(args.seed).split(",") if x.strip()]
     if len(seeds) == 1:
         args.seed = seeds[0]
         run_seed(args)
         return
+    out = args.out or HERE
+    args.out = None  # the per-seed runs write nothing
     summary = []
     for seed in seeds:
         args.seed = seed
@@ -154,8 +160,9 @@ def main():
                      f"{r['sample']['found']} / {r['sample']['der']:.1f} | {r['rtfx']:.1f} |")
     lines += ["", f"Speaker count right on {right} of {total} mixtures ({100 * right / total:.1f}%).", ""]
     print(lines[-2])
-    open(os.path.join(HERE, "results.md"), "w").write("\n".join(lines))
-    json.dump(summary, open(os.path.join(HERE, "results.json"), "w"), indent=1)
+    os.makedirs(out, exist_ok=True)
+    open(os.path.join(out, "results.md"), "w").write("\n".join(lines))
+    json.dump(summary, open(os.path.join(out, "results.json"), "w"), indent=1)
 
 
 def run_seed(args):
@@ -213,7 +220,10 @@ def run_seed(args):
            "wall_seconds": wall, "rtfx": audio_s / wall, "extra": args.extra, "seed": args.seed}
     print(f"mixtures: DER {res['overall_mixture_der']:.1f}%, count right {right}/{len(rows_out)}, "
           f"RTFx {res['rtfx']:.1f} ({audio_s:.0f} s in {wall:.1f} s)")
-    json.dump(res, open(os.path.join(HERE, "results.json"), "w"), indent=1)
+    if not args.out:
+        return res
+    os.makedirs(args.out, exist_ok=True)
+    json.dump(res, open(os.path.join(args.out, "results.json"), "w"), indent=1)
     lines = ["# Diarization: DER of `dicta diarize`", "",
              f"Command: `python3 tools/diarization/evaluate.py --seed {args.seed} --mixtures {args.mixtures}"
              + (f" --extra \"{args.extra}\"" if args.extra else "") + "`; pyannote.metrics, no collar, overlap scored.", "",
@@ -225,7 +235,7 @@ def run_seed(args):
     lines += ["", f"Mixtures overall: DER {res['overall_mixture_der']:.1f}%, speaker count right on {right} of "
               f"{len(rows_out)}; `dicta diarize` over all mixtures: {audio_s:.0f} s of audio in {wall:.1f} s "
               f"(RTFx {res['rtfx']:.1f}, 2 cores, model loading included).", ""]
-    open(os.path.join(HERE, "results.md"), "w").write("\n".join(lines))
+    open(os.path.join(args.out, "results.md"), "w").write("\n".join(lines))
     return res
 
 
