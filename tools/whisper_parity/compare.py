@@ -519,6 +519,7 @@ def main():
     fw_model = WhisperModel(args.model, device="cpu", compute_type="float32", cpu_threads=args.threads)
     version = subprocess.run([args.dicta, "--version"], capture_output=True, text=True).stdout.strip()
     summary = {}
+    os.makedirs(args.out, exist_ok=True)
     prev = os.path.join(args.out, "results.json")
     if os.path.exists(prev):
         with open(prev) as f:
