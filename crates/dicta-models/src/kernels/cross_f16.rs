@@ -117,10 +117,15 @@ mod x86 {
     use half::f16;
     use std::arch::x86_64::*;
 
-    /// Queries per block: each widened key or value vector serves this many.
-    const QB: usize = 4;
+    /// Queries per block on AVX-512: each widened key or value vector serves this many. Five, so
+    /// that a beam of 5 (the default) reads its window's keys and values once per step, not
+    /// twice; `p·v` then holds 5 × 4 accumulators and 4 value vectors in the 32 registers.
+    const QB_AVX512: usize = 5;
+    /// Queries per block on AVX2 (16 registers).
+    const QB_AVX2: usize = 4;
 
-    /// Runs the queries in blocks of up to [`QB`] on AVX-512 (`avx512`) or AVX2 kernels.
+    /// Runs the queries in blocks of up to [`QB_AVX512`] or [`QB_AVX2`] on AVX-512 (`avx512`) or
+    /// AVX2 kernels.
     ///
     /// # Safety
     /// The CPU has the level's features (with F16C); `kb`, `v`, `p` and `out` hold the sizes
@@ -135,9 +140,10 @@ mod x86 {
         out: &mut [f32],
     ) {
         let m = q.len() / HEAD;
+        let qb = if avx512 { QB_AVX512 } else { QB_AVX2 };
         let mut i = 0;
         while i < m {
-            let n = (m - i).min(QB);
+            let n = (m - i).min(qb);
             let (qp, pp, op) = (
                 q.as_ptr().add(i * HEAD),
                 p.as_mut_ptr().add(i * t),
@@ -152,7 +158,7 @@ mod x86 {
         }
     }
 
-    /// `n` ≤ [`QB`] queries: scores, softmax, and `p·v`, each widened vector serving all.
+    /// `n` ≤ [`QB_AVX512`] queries: scores, softmax, and `p·v`, each widened vector serving all.
     #[target_feature(enable = "avx512f,avx2,fma,f16c")]
     unsafe fn block_avx512(
         n: usize,
@@ -164,6 +170,7 @@ mod x86 {
         op: *mut f32,
     ) {
         match n {
+            5 => scores_avx512::<5>(qp, kb, t, pp),
             4 => scores_avx512::<4>(qp, kb, t, pp),
             3 => scores_avx512::<3>(qp, kb, t, pp),
             2 => scores_avx512::<2>(qp, kb, t, pp),
@@ -173,6 +180,7 @@ mod x86 {
             softmax_in_place::<true>(std::slice::from_raw_parts_mut(pp.add(r * t), t));
         }
         match n {
+            5 => pv_avx512::<5>(pp, v, t, op),
             4 => pv_avx512::<4>(pp, v, t, op),
             3 => pv_avx512::<3>(pp, v, t, op),
             2 => pv_avx512::<2>(pp, v, t, op),
@@ -315,7 +323,7 @@ mod tests {
     }
 
     /// Every level within rounding of f64 attention over the same f16 values, and each query
-    /// the same bits alone as among others (any number of queries, any block of four).
+    /// the same bits alone as among others (any number of queries, any block of up to five).
     #[test]
     fn every_level_matches_f64_and_a_query_is_the_same_alone() {
         for &(m, t, d) in &[
@@ -323,6 +331,7 @@ mod tests {
             (1, 37, 64),
             (5, 300, 64),
             (7, 1500, 64),
+            (11, 70, 64),
             (2, 50, 20),
             (3, 64, 128),
         ] {
