@@ -347,12 +347,13 @@ fn tile_at(
 ) {
     debug_assert!(rows >= 1);
     macro_rules! by_rows {
-        ($f:ident) => {
+        ($f:ident $(, $r:literal)*) => {
             match rows {
                 1 => $f::<1>(a, w, p, tile),
                 2 => $f::<2>(a, w, p, tile),
                 3 => $f::<3>(a, w, p, tile),
                 4 => $f::<4>(a, w, p, tile),
+                $($r => $f::<$r>(a, w, p, tile),)*
                 _ => $f::<MR>(a, w, p, tile),
             }
         };
@@ -360,8 +361,9 @@ fn tile_at(
     match level {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: callers check the level against the CPU's features (`Level::available`);
-        // `a` holds whole MR-row blocks of k4 bytes and `w` whole panel pairs.
-        Level::Amx | Level::Avx512Vnni => unsafe { by_rows!(tile_avx512) },
+        // `a` holds whole MR-row blocks of k4 bytes and `w` whole panel pairs. 5–7 rows (a
+        // beam of 5 on one window) fit AVX-512's registers as well.
+        Level::Amx | Level::Avx512Vnni => unsafe { by_rows!(tile_avx512, 5, 6, 7) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as above.
         Level::AvxVnni => unsafe { by_rows!(tile_avxvnni) },
@@ -689,8 +691,11 @@ mod tests {
         let mut seed = 42u64;
         for &(m, n, k) in &[
             (1usize, 1usize, 1usize),
-            // Decoder steps: 1–4 rows take the narrower tiles of `tile_at`.
+            // Decoder steps: 1–7 rows take the narrower tiles of `tile_at`.
             (1, 70, 384),
+            (5, 40, 384),
+            (6, 33, 20),
+            (7, 64, 96),
             (2, 33, 40),
             (4, 64, 96),
             (3, 17, 5),
