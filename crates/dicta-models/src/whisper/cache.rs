@@ -339,10 +339,11 @@ impl candle_core::InplaceOp1 for GatherRows<'_> {
             if src == dst {
                 continue;
             }
+            let copy = saved.iter().find(|(s, _)| *s == src).map(|(_, c)| c);
             for p in 0..h {
                 let to = dst * row + p * plane;
-                match saved.iter().find(|(s, _)| *s == src) {
-                    Some((_, copy)) => {
+                match copy {
+                    Some(copy) => {
                         data[to..to + used].copy_from_slice(&copy[p * used..(p + 1) * used])
                     }
                     None => {
