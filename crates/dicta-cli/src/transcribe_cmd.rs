@@ -287,12 +287,8 @@ pub fn run(args: &TranscribeArgs, g: &Globals) -> Result<u8> {
         max_batch_frames: args.max_batch_frames,
         max_padding_fraction: args.max_padding_fraction,
         decode_workers: args.decode_workers,
-        // The engine's own pool, as many threads as main() gave the global one (--threads):
-        // model calls then run on its workers, which share each kernel among themselves,
-        // instead of handing every kernel from this thread to the pool and sleeping until it
-        // is done (a wake-up per kernel, dozens per decoder step). One caller, so no two model
-        // calls wait on each other inside the pool.
-        threads: Some(rayon::current_num_threads()),
+        // The engine's own pool is as large as main() made the global one (--threads).
+        threads: None,
         ctc,
         stream: Default::default(),
         lookahead_windows: None,

@@ -99,12 +99,6 @@ fn load(
         long_form,
         compute_type,
         decode: DecodeOptions::greedy(),
-        // The engine's own pool, as `dicta transcribe` runs it: without one, the decoder loop
-        // ran on this thread and handed every kernel to the global pool, whose workers then
-        // spun and yielded between kernels (a third busy thread on the cores: `perf` showed
-        // 12–16% of a beam-5 4-minute run in sched_yield and context switches), so the bench
-        // measured a slower engine than the one users run.
-        threads: Some(rayon::current_num_threads()),
         ..EngineConfig::default()
     };
     Engine::load(model, config)
