@@ -41,7 +41,8 @@ pub struct StreamConfig {
     /// is `step_seconds`. `None`: 0 for Whisper (each decode costs one 30 s window, whatever
     /// the buffer), 4 for Moonshine (whose cost follows the buffer).
     pub step_divisor: Option<usize>,
-    /// Threads of the worker's model calls (their own rayon pool); `None`: rayon's global pool.
+    /// Threads of the worker's model calls (their own rayon pool); `None`: as many as rayon's
+    /// global pool has.
     pub threads: Option<usize>,
 }
 

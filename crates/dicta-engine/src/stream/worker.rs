@@ -26,17 +26,18 @@ pub trait StreamModel: Send + Sync {
     fn forward_chunks(&self, requests: &[Self::Request]) -> Vec<Result<Self::Output>>;
 }
 
-/// Runs every call of `inner` inside its own rayon pool of `threads` threads, so a worker's
-/// model kernels use a bounded number of cores (`None`: the caller's pool, i.e. rayon's global).
+/// Runs every call of `inner` inside its own rayon pool of `threads` threads (`None`: as many
+/// as rayon's global pool has), so a worker's model kernels use a bounded number of cores and
+/// its decoder loop runs on a pool worker: called from the worker's own thread instead, every
+/// kernel was handed to the global pool with a wake-up each, dozens per decoder step, while
+/// the global pool's workers spun between kernels (see `Engine::load`).
 ///
 /// Errors: `Internal` when the pool cannot be built; `InvalidInput` for `Some(0)`.
 pub fn with_threads<R: Send + Sync + 'static, O: Send + 'static>(
     inner: Arc<dyn StreamModel<Request = R, Output = O>>,
     threads: Option<usize>,
 ) -> Result<Arc<dyn StreamModel<Request = R, Output = O>>> {
-    let Some(n) = threads else {
-        return Ok(inner);
-    };
+    let n = threads.unwrap_or_else(rayon::current_num_threads);
     if n == 0 {
         return Err(Error::invalid_input("stream threads must be >= 1, got 0"));
     }
