@@ -221,12 +221,23 @@ fn a_flood_of_idle_connections_leaves_health_answering() {
     let t = Instant::now();
     assert_eq!(health(&server), "HTTP/1.1 200 OK");
     let health_s = t.elapsed().as_secs_f64();
-    let fds = std::fs::read_dir(format!("/proc/{}/fd", server.pid()))
-        .unwrap()
-        .count();
+    // An evicted connection closes when its own task next runs, so right after a burst of
+    // accepts a few dozen may still be open (the accept loop yields to them every 128 accepts,
+    // tokio's budget); without eviction all 5,000 would stay open.
+    let open_files = || {
+        std::fs::read_dir(format!("/proc/{}/fd", server.pid()))
+            .unwrap()
+            .count()
+    };
+    let settle = Instant::now();
+    let mut fds = open_files();
+    while fds >= 64 + 64 && settle.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(50));
+        fds = open_files();
+    }
     assert!(
         fds < 64 + 64,
-        "{fds} open files in the server at a cap of 64 connections"
+        "{fds} open files in the server at a cap of 64 connections, 5 s after the flood"
     );
 
     busy.write_all(&pcm[16_000..]).unwrap();

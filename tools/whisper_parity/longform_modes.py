@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""Issue #13's batched long-form check: `--long-form sequential` against `batched` on the long
+recordings of the parity tool (4 min and 10 min of real dev utterances, 10 min of held-out espeak-ng
+prose), at `dicta transcribe`'s default decoding (compute type, beam size, temperature fallback,
+previous-text conditioning), timed side by side and interleaved (whole process, model load
+included), with the WER of each mode against the known text.
+
+Run from the repository root after `cargo build --release -p dicta-cli`:
+
+    python3 tools/whisper_parity/longform_modes.py [--runs 2] [--beam-size 5] [--dicta BIN]
+
+Prints a Markdown table: per recording, each mode's wall times (every run), best wall, WER, and the
+batched speed-up over sequential (best against best). The recordings are rebuilt each run from
+../shared/data and espeak-ng, exactly as `compare.py --stages long-form` builds them.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import jiwer
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compare import NORM, ROOT, build_espeak_long, build_long, long_pool, word_times  # noqa: E402
+
+
+def transcribe(args, path, mode):
+    cmd = [args.dicta, "transcribe", path, "--model", args.model, "--threads", str(args.threads),
+           "--long-form", mode, "--format", "json", "--quiet"]
+    if args.beam_size is not None:
+        cmd += ["--beam-size", str(args.beam_size)]
+    t0 = time.time()
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    wall = time.time() - t0
+    doc = json.loads(out)
+    return doc["results"][0]["text"], wall, doc["stats"].get("long_form_mode")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--dicta", default=os.path.join(ROOT, "target/release/dicta"))
+    ap.add_argument("--model", default="tiny.en")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--beam-size", type=int, default=None, help="default: the CLI's")
+    ap.add_argument("--runs", type=int, default=2, help="timed runs per mode, interleaved")
+    ap.add_argument("--sizes", default="4min,10min,espeak10min")
+    args = ap.parse_args()
+
+    lj, rest = long_pool()
+    sizes = {"4min": (235.0, lj + rest), "10min": (600.0, lj + rest + lj[::-1]),
+             "espeak10min": (600.0, None)}
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.sizes.split(","):
+            target, pool = sizes[name]
+            path = os.path.join(tmp, f"long_{name}.wav")
+            spans, dur = build_long(target, pool, path) if pool else build_espeak_long(target, path)
+            ref = " ".join(word_times(spans)[0])
+            walls = {"sequential": [], "batched": []}
+            texts, ran = {}, {}
+            for _ in range(args.runs):
+                for mode in walls:
+                    text, wall, stats_mode = transcribe(args, path, mode)
+                    walls[mode].append(wall)
+                    texts[mode], ran[mode] = text, stats_mode
+            wer = {m: jiwer.wer(ref, NORM(t) or "<empty>") * 100 for m, t in texts.items()}
+            best = {m: min(w) for m, w in walls.items()}
+            rows.append((name, dur, walls, best, wer, ran))
+            print(f"{name}: " + ", ".join(f"{m} {best[m]:.2f} s WER {wer[m]:.2f}%" for m in walls),
+                  file=sys.stderr)
+    print("| recording | sequential wall s (runs) / WER % | batched wall s (runs) / WER % | "
+          "WER change | batched speed-up |")
+    print("|---|---|---|---|---|")
+    for name, dur, walls, best, wer, ran in rows:
+        cells = [f"{' / '.join(f'{w:.2f}' for w in walls[m])} / {wer[m]:.2f} ({ran[m]})"
+                 for m in ("sequential", "batched")]
+        print(f"| {name} ({dur:.0f} s) | {cells[0]} | {cells[1]} | "
+              f"{wer['batched'] - wer['sequential']:+.2f} | "
+              f"{best['sequential'] / best['batched']:.2f}× |")
+
+
+if __name__ == "__main__":
+    main()
