@@ -43,7 +43,9 @@ pub fn with_threads<R: Send + Sync + 'static, O: Send + 'static>(
     }
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(n)
-        .thread_name(|i| format!("dicta-stream-{i}"))
+        // Not "dicta-stream-…": that names the workers themselves (one per model, counted by
+        // name in tests/stream_engine_threads.rs).
+        .thread_name(|i| format!("dicta-spool-{i}"))
         .build()
         .map_err(|e| Error::internal(format!("stream thread pool: {e}")))?;
     Ok(Arc::new(InPool { inner, pool }))
