@@ -686,9 +686,9 @@ impl Engine {
             .lookahead_windows()
             .saturating_mul(2)
             .saturating_mul(chunk_samples);
-        let threads = self.config.threads.unwrap_or_else(|| {
-            std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
-        });
+        // As many decode threads as the engine's pool has workers (`threads`, or the global
+        // pool's size, which the CLI sets from --threads).
+        let threads = self.pool.current_num_threads();
         pipeline::with_prefetch(inputs, threads, budget, transform, |audio| {
             let r = consume(audio, stats);
             stats.decode_seconds += audio.decode_seconds();

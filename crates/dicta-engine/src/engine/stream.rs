@@ -51,11 +51,11 @@ impl Engine {
     }
 
     /// The stream settings actually in force: `EngineConfig::stream` with `threads` defaulted
-    /// from the engine's `threads`.
+    /// to the size of the engine's pool.
     pub fn stream_config(&self) -> StreamConfig {
         let mut cfg = self.config.stream.clone();
         if cfg.threads.is_none() {
-            cfg.threads = self.config.threads;
+            cfg.threads = Some(self.pool.current_num_threads());
         }
         cfg
     }
