@@ -1,6 +1,8 @@
 //! Diarization on real speech: a conversation assembled from two single-speaker recordings is
 //! split by speaker (turn purity), the speaker constraints are honoured, one speaker gives one
-//! label, silence gives no turns, a broken input fails alone, and transcripts get speakers.
+//! label, silence gives no turns, a broken input fails alone, and transcripts get speakers; a
+//! real 3-speaker TV interview counts 3 speakers, and a voice of two short turns is not folded
+//! into another.
 
 mod whisper_common;
 
@@ -106,6 +108,76 @@ fn two_speakers_are_told_apart() {
         let back = rttm::parse(&rttm::write("conv", &turns)).unwrap();
         assert_eq!(back.len(), turns.len());
     }
+}
+
+/// Resemblyzer's demo interview (2.1 min, three speakers under laughter and crosstalk): its
+/// noisy windows of one voice used to form clusters of their own (6 speakers found); the
+/// dev set's single-speaker enrolment spans (Kyle Gass 0–5.5 s, Sean Evans 6.5–12 s, Jack Black
+/// 17–25 s) name three different speakers.
+#[test]
+fn a_three_speaker_interview_has_three_speakers() {
+    let Some(d) = diarizer() else { return };
+    let audio = whisper_common::load_wav("resemblyzer/X2zqiX6yL3I.16k.wav");
+    let turns = d.turns(&audio, &DiarizeOptions::default()).unwrap();
+    let mut speakers: Vec<&str> = turns.iter().map(|t| t.speaker.as_str()).collect();
+    speakers.sort_unstable();
+    speakers.dedup();
+    assert_eq!(speakers.len(), 3, "{turns:?}");
+    let enrolled = majority(
+        &turns,
+        &[(0.0, 5.5, 'K'), (6.5, 12.0, 'S'), (17.0, 25.0, 'J')],
+    );
+    assert!(
+        enrolled[0] != enrolled[1] && enrolled[1] != enrolled[2] && enrolled[0] != enrolled[2],
+        "{enrolled:?}"
+    );
+}
+
+/// Two long voices (SpeechBrain's speakers) and the pocketsphinx card reader's two short
+/// commands (1.1 s, and the first 1.2 s of another: one window apiece), each after someone
+/// else spoke: two windows are under the minor-cluster size, but a voice this far from the
+/// others, heard twice, is a speaker of its own (the minor-cluster rule alone folded it into
+/// its nearest neighbour).
+#[test]
+fn a_short_voice_heard_twice_is_a_speaker() {
+    let Some(d) = diarizer() else { return };
+    let mut audio = vec![0.0f32; SR / 2];
+    let mut reference = Vec::new();
+    for (who, file) in [
+        ('A', "speechbrain/spk1_snt1"),
+        ('B', "speechbrain/spk2_snt1"),
+        ('C', "pocketsphinx/cards_001"),
+        ('A', "speechbrain/spk1_snt2"),
+        ('B', "speechbrain/spk2_snt2"),
+        ('C', "pocketsphinx/cards_003"),
+        ('A', "speechbrain/spk1_snt3"),
+        ('B', "speechbrain/spk2_snt3"),
+    ] {
+        let mut clip = whisper_common::load_wav(&format!("{file}.wav"));
+        if who == 'C' {
+            clip.truncate(SR * 6 / 5);
+        }
+        let start = audio.len() as f64 / SR as f64;
+        audio.extend(&clip);
+        reference.push((start, audio.len() as f64 / SR as f64, who));
+        audio.extend(vec![0.0; SR * 4 / 5]);
+    }
+    let turns = d.turns(&audio, &DiarizeOptions::default()).unwrap();
+    let labels = majority(&turns, &reference);
+    let of = |w: char| -> Vec<&String> {
+        labels
+            .iter()
+            .zip(&reference)
+            .filter(|(_, r)| r.2 == w)
+            .map(|(l, _)| l)
+            .collect()
+    };
+    let (a, b, c) = (of('A'), of('B'), of('C'));
+    assert!(c[0] == c[1] && c[0] != a[0] && c[0] != b[0], "{labels:?}");
+    assert!(
+        a.iter().all(|l| *l == a[0]) && b.iter().all(|l| *l == b[0]) && a[0] != b[0],
+        "{labels:?}"
+    );
 }
 
 #[test]
