@@ -111,32 +111,17 @@ impl PackedI8 {
         assert_eq!(w.len(), n * k, "weights are not [n, k]");
         let mut q = vec![0i8; n * k];
         let mut scales = vec![0f32; n];
-        let mut bytes = vec![0u8; k];
-        for c in 0..n {
-            let row = &w[c * k..(c + 1) * k];
-            // The activations' vectorised quantizer gives the same bytes (the same scale, and
-            // round-half-even through a magic constant); rows it flags (zero, non-finite) take
-            // the plain loop below. (It also quantizes the int8 attention's keys per call.)
-            let scale = quantize_row_fast(row, &mut bytes);
-            if scale.is_finite() && scale > 0.0 {
-                for (o, &b) in q[c * k..(c + 1) * k].iter_mut().zip(&bytes) {
-                    *o = (i32::from(b) - 128) as i8;
-                }
-                scales[c] = scale;
-                continue;
-            }
-            let amax = row.iter().fold(0f32, |m, v| m.max(v.abs()));
-            // An all-zero channel quantizes to zeros (any scale will do).
-            let (scale, inv) = if amax > 0.0 {
-                (amax / 127.0, 127.0 / amax)
-            } else {
-                (1.0, 0.0)
-            };
-            for (o, v) in q[c * k..(c + 1) * k].iter_mut().zip(row) {
-                *o = (v * inv).round_ties_even().clamp(-127.0, 127.0) as i8;
-            }
-            scales[c] = scale;
+        if k == 0 {
+            return Self::from_quantized(&q, &scales, n, k);
         }
+        // Channels are independent: quantized in parallel (model loading), the same bytes.
+        q.par_chunks_mut(k)
+            .zip(scales.par_iter_mut())
+            .zip(w.par_chunks(k))
+            .for_each_init(
+                || vec![0u8; k],
+                |bytes, ((q, scale), row)| *scale = quantize_channel(row, q, bytes),
+            );
         Self::from_quantized(&q, &scales, n, k)
     }
 
@@ -148,16 +133,24 @@ impl PackedI8 {
         let n_pad = n.next_multiple_of(NR);
         let mut data = vec![0i8; n_pad * k4];
         let mut comp = vec![0i32; n_pad];
-        for c in 0..n {
-            let (panel, lane) = (c / PANEL, c % PANEL);
-            let row = &q[c * k..(c + 1) * k];
-            let base = panel * (k4 / 4) * PANEL * 4 + lane * 4;
-            for (g, four) in row.chunks(4).enumerate() {
-                let at = base + g * PANEL * 4;
-                data[at..at + four.len()].copy_from_slice(four);
-            }
-            comp[c] = 128 * row.iter().map(|&v| i32::from(v)).sum::<i32>();
-        }
+        // One panel of PANEL channels is one contiguous block of `data`: packed in parallel.
+        data.par_chunks_mut(PANEL * k4)
+            .zip(comp.par_chunks_mut(PANEL))
+            .enumerate()
+            .for_each(|(panel, (block, comp))| {
+                for (lane, comp) in comp.iter_mut().enumerate() {
+                    let c = panel * PANEL + lane;
+                    if c >= n {
+                        break;
+                    }
+                    let row = &q[c * k..(c + 1) * k];
+                    for (g, four) in row.chunks(4).enumerate() {
+                        let at = lane * 4 + g * PANEL * 4;
+                        block[at..at + four.len()].copy_from_slice(four);
+                    }
+                    *comp = 128 * row.iter().map(|&v| i32::from(v)).sum::<i32>();
+                }
+            });
         let mut s = scales.to_vec();
         s.resize(n_pad, 0.0);
         Self {
@@ -188,6 +181,33 @@ impl PackedI8 {
         // SAFETY: in bounds by the layout (`data.len() == n_pad * k4`).
         unsafe { self.data.as_ptr().add((p * (self.k4 / 4) + g) * PANEL * 4) }
     }
+}
+
+/// Quantizes one weight channel `row` into `q` (`bytes`: scratch of `row.len()`) as
+/// [`PackedI8::quantize`] describes; returns its scale: `q = round(w · 127 / amax)`, as
+/// CTranslate2's converter does.
+fn quantize_channel(row: &[f32], q: &mut [i8], bytes: &mut [u8]) -> f32 {
+    // The activations' vectorised quantizer gives the same bytes (the same scale, and
+    // round-half-even through a magic constant); rows it flags (zero, non-finite) take
+    // the plain loop below. (It also quantizes the int8 attention's keys per call.)
+    let scale = quantize_row_fast(row, bytes);
+    if scale.is_finite() && scale > 0.0 {
+        for (o, &b) in q.iter_mut().zip(bytes.iter()) {
+            *o = (i32::from(b) - 128) as i8;
+        }
+        return scale;
+    }
+    let amax = row.iter().fold(0f32, |m, v| m.max(v.abs()));
+    // An all-zero channel quantizes to zeros (any scale will do).
+    let (scale, inv) = if amax > 0.0 {
+        (amax / 127.0, 127.0 / amax)
+    } else {
+        (1.0, 0.0)
+    };
+    for (o, v) in q.iter_mut().zip(row) {
+        *o = (v * inv).round_ties_even().clamp(-127.0, 127.0) as i8;
+    }
+    scale
 }
 
 /// `out [m, n] = x [m, k] · Wᵀ + bias`, with `x` quantized per row on the fly, at the

@@ -59,10 +59,15 @@ fn get(w: &Weights, name: &str, dims: &[usize]) -> Result<Vec<f32>> {
     Ok(v)
 }
 
-/// A conv as a matmul: weights `[c_in·k, c_out]` in (tap, c_in) order, and optionally the same
+/// A conv as a matmul over (tap, c_in) columns: float32 weights, and optionally the same
 /// weights quantized to int8 per output channel for the VNNI kernels.
 struct Conv {
-    w: Tensor,
+    /// `[c_out, k·c_in]`, (tap, c_in) order per output channel: what int8 quantizes, and what
+    /// the float32 matrix is made from; emptied once quantized (the float32 copy of the
+    /// quantized convs, ≈ 80 MB, was never read).
+    rows: Vec<f32>,
+    /// `rows` as the `[k·c_in, c_out]` matrix of the float32 path, made on first use.
+    w: std::sync::OnceLock<Tensor>,
     q: Option<PackedI8>,
     b: Vec<f32>,
     c_in: usize,
@@ -82,19 +87,20 @@ impl Conv {
     ) -> Result<Self> {
         let weight = get(w, &format!("{name}.weight"), &[c_out, c_in, k])?;
         let b = get(w, &format!("{name}.bias"), &[c_out])?;
-        // [c_out, c_in, k] → [k, c_in, c_out].
-        let mut t = vec![0f32; weight.len()];
-        for o in 0..c_out {
-            for i in 0..c_in {
-                for j in 0..k {
-                    t[(j * c_in + i) * c_out + o] = weight[(o * c_in + i) * k + j];
+        // [c_out, c_in, k] → [c_out, k, c_in]: each channel's small transpose stays in cache.
+        let mut rows = vec![0f32; weight.len()];
+        rows.par_chunks_mut(k * c_in)
+            .zip(weight.par_chunks(c_in * k))
+            .for_each(|(dst, src)| {
+                for i in 0..c_in {
+                    for j in 0..k {
+                        dst[j * c_in + i] = src[i * k + j];
+                    }
                 }
-            }
-        }
-        let w = Tensor::from_vec(t, (k * c_in, c_out), &Device::Cpu)
-            .map_err(|e| Error::model_load(e.to_string()))?;
+            });
         Ok(Self {
-            w,
+            rows,
+            w: std::sync::OnceLock::new(),
             q: None,
             b,
             c_in,
@@ -104,11 +110,36 @@ impl Conv {
         })
     }
 
-    /// Adds the int8 copy of the weights (per output channel).
+    /// Quantizes the weights to int8 (per output channel) and drops the float32 ones.
     fn quantize(&mut self) -> candle_core::Result<()> {
-        let rows = self.w.t()?.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
-        self.q = Some(PackedI8::quantize(&rows, self.c_out, self.k * self.c_in));
+        self.q = Some(PackedI8::quantize(
+            &self.rows,
+            self.c_out,
+            self.k * self.c_in,
+        ));
+        self.rows = Vec::new();
         Ok(())
+    }
+
+    /// The `[k·c_in, c_out]` float32 matrix (first call transposes `rows`).
+    fn matrix(&self) -> candle_core::Result<&Tensor> {
+        if let Some(w) = self.w.get() {
+            return Ok(w);
+        }
+        let kc = self.k * self.c_in;
+        if self.rows.len() != kc * self.c_out {
+            candle_core::bail!("ECAPA conv: float32 weights dropped after int8 quantization");
+        }
+        let mut t = vec![0f32; self.rows.len()];
+        t.par_chunks_mut(self.c_out)
+            .enumerate()
+            .for_each(|(r, dst)| {
+                for (o, v) in dst.iter_mut().enumerate() {
+                    *v = self.rows[o * kc + r];
+                }
+            });
+        let w = Tensor::from_vec(t, (kc, self.c_out), &Device::Cpu)?;
+        Ok(self.w.get_or_init(|| w))
     }
 
     /// `x: [b·t, c_in]` (windows of `t` frames) → `[b·t, c_out]`, reflect padding "same".
@@ -137,7 +168,8 @@ impl Conv {
             return Ok(y);
         }
         let kc = self.k * self.c_in;
-        let y = Tensor::from_vec(cols.into_owned(), (rows, kc), &Device::Cpu)?.matmul(&self.w)?;
+        let y = Tensor::from_vec(cols.into_owned(), (rows, kc), &Device::Cpu)?
+            .matmul(self.matrix()?)?;
         let mut y = y.flatten_all()?.to_vec1::<f32>()?;
         y.par_chunks_mut(self.c_out).for_each(|row| {
             for (v, b) in row.iter_mut().zip(&self.b) {

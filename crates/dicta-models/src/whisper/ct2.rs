@@ -10,6 +10,7 @@ use super::model::{ce, WeightMap};
 use super::tokenizer::WhisperTokenizer;
 use candle_core::{DType, Device, Tensor};
 use dicta_core::{Error, Result};
+use rayon::prelude::*;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
@@ -128,6 +129,32 @@ fn scalar_int(v: &RawVar) -> Option<i64> {
 
 /// Converts a variable to a CPU tensor in its float dtype (f32/f16/bf16); integer weights are
 /// dequantized to f32 with their `scale` (per output row, or one scalar).
+/// Little-endian float16 `bytes` as float32, converted in parallel (F16C where the CPU has
+/// it): every weight of a float16 model passes through here once, and candle's copy then
+/// one-element-at-a-time `to_dtype` took about half of model loading.
+fn f16_bytes_to_f32(bytes: &[u8]) -> Vec<f32> {
+    use half::slice::HalfFloatSliceExt;
+    const CHUNK: usize = 1 << 16;
+    let mut out = vec![0f32; bytes.len() / 2];
+    out.par_chunks_mut(CHUNK)
+        .zip(bytes.par_chunks(2 * CHUNK))
+        .for_each(|(o, b)| {
+            if cfg!(target_endian = "little") && b.as_ptr().cast::<half::f16>().is_aligned() {
+                // SAFETY: `b` is 2-byte aligned (checked), `b.len() / 2` whole f16 values, and
+                // every bit pattern is a valid f16; little-endian, as the file stores them.
+                let h = unsafe {
+                    std::slice::from_raw_parts(b.as_ptr().cast::<half::f16>(), b.len() / 2)
+                };
+                h.convert_to_f32_slice(o);
+            } else {
+                for (o, p) in o.iter_mut().zip(b.chunks_exact(2)) {
+                    *o = half::f16::from_le_bytes([p[0], p[1]]).to_f32();
+                }
+            }
+        });
+    out
+}
+
 fn to_tensor(name: &str, v: &RawVar, scale: Option<&RawVar>, what: &str) -> Result<Tensor> {
     let n: usize = v.shape.iter().product();
     let bad_dtype = || {
@@ -148,7 +175,8 @@ fn to_tensor(name: &str, v: &RawVar, scale: Option<&RawVar>, what: &str) -> Resu
     let cpu = Device::Cpu;
     let t = match v.dtype {
         0 => Tensor::from_raw_buffer(v.data, DType::F32, &v.shape, &cpu).map_err(ce)?,
-        4 => Tensor::from_raw_buffer(v.data, DType::F16, &v.shape, &cpu).map_err(ce)?,
+        // float16 (CTranslate2's float16 models): float32 straight from the mapped bytes.
+        4 => Tensor::from_vec(f16_bytes_to_f32(v.data), v.shape.as_slice(), &cpu).map_err(ce)?,
         5 => Tensor::from_raw_buffer(v.data, DType::BF16, &v.shape, &cpu).map_err(ce)?,
         1 => Tensor::from_vec(
             v.data.iter().map(|&b| b as i8 as f32).collect::<Vec<_>>(),
@@ -309,6 +337,37 @@ pub(crate) struct Ct2Model {
 
 /// Reads a CTranslate2 Whisper folder.
 pub(crate) fn read(dir: &Path) -> Result<Ct2Model> {
+    // The tokenizer (a 2 MB JSON with its BPE merges: about a third of loading) is parsed on a
+    // thread of its own while the weights are converted.
+    let tok_path = dir.join("tokenizer.json");
+    std::thread::scope(|scope| {
+        let tokenizer = scope.spawn(|| WhisperTokenizer::from_file(&tok_path));
+        let weights = read_weights(dir);
+        let tokenizer = tokenizer
+            .join()
+            .map_err(|_| Error::model_load("the tokenizer thread panicked"))?;
+        let (weights, tied, shapes) = weights?;
+        finish(dir, weights, tied, shapes, tokenizer?)
+    })
+}
+
+/// What [`read`] takes from `model.bin` besides the tensors.
+struct Shapes {
+    conv1: Vec<usize>,
+    enc_pos: Vec<usize>,
+    emb: Vec<usize>,
+    dec_pos: Vec<usize>,
+    n_audio_ffn: usize,
+    n_text_ffn: usize,
+    n_audio_layer: usize,
+    n_text_layer: usize,
+    n_audio_head: usize,
+    n_text_head: usize,
+}
+
+/// The tensors of `model.bin` (float32 or as stored), whether the projection is tied, and the
+/// shapes the config needs.
+fn read_weights(dir: &Path) -> Result<(WeightMap, bool, Shapes)> {
     let bin = dir.join("model.bin");
     let what = bin.display().to_string();
     let file = std::fs::File::open(&bin)
@@ -353,7 +412,7 @@ pub(crate) fn read(dir: &Path) -> Result<Ct2Model> {
     };
     let (n_audio_head, n_text_head) = (heads("encoder")?, heads("decoder")?);
 
-    let mut tensors = HashMap::new();
+    let mut todo = Vec::with_capacity(vars.len());
     for (name, v) in &vars {
         if SCALARS.iter().any(|(s, _)| s == name) || name.ends_with("_scale") {
             continue;
@@ -376,9 +435,13 @@ pub(crate) fn read(dir: &Path) -> Result<Ct2Model> {
                 "{what}: unknown variable {name}; this Whisper variant is not supported"
             ))
         })?;
-        let scale = vars.get(&format!("{name}_scale"));
-        tensors.insert(hf, to_tensor(name, v, scale, &what)?);
+        todo.push((hf, name, v, vars.get(&format!("{name}_scale"))));
     }
+    // Converted in parallel (float16 → float32 for a float16 model).
+    let mut tensors = todo
+        .into_par_iter()
+        .map(|(hf, name, v, scale)| Ok((hf, to_tensor(name, v, scale, &what)?)))
+        .collect::<Result<HashMap<String, Tensor>>>()?;
     split_fused(&mut tensors)?;
 
     let shape = |n: &str| -> Result<Vec<usize>> {
@@ -406,9 +469,49 @@ pub(crate) fn read(dir: &Path) -> Result<Ct2Model> {
         )));
     }
     drop(mmap);
+    let shapes = Shapes {
+        conv1,
+        enc_pos,
+        emb,
+        dec_pos,
+        n_audio_ffn,
+        n_text_ffn,
+        n_audio_layer,
+        n_text_layer,
+        n_audio_head,
+        n_text_head,
+    };
+    Ok((
+        WeightMap {
+            tensors,
+            source: what,
+        },
+        tied,
+        shapes,
+    ))
+}
 
+/// The config (from `config.json`, the tokenizer and the shapes) around the weights.
+fn finish(
+    dir: &Path,
+    weights: WeightMap,
+    tied: bool,
+    shapes: Shapes,
+    tokenizer: WhisperTokenizer,
+) -> Result<Ct2Model> {
+    let Shapes {
+        conv1,
+        enc_pos,
+        emb,
+        dec_pos,
+        n_audio_ffn,
+        n_text_ffn,
+        n_audio_layer,
+        n_text_layer,
+        n_audio_head,
+        n_text_head,
+    } = shapes;
     let tok_path = dir.join("tokenizer.json");
-    let tokenizer = WhisperTokenizer::from_file(&tok_path)?;
     let cfg_path = dir.join("config.json");
     let raw = std::fs::read_to_string(&cfg_path).map_err(|e| {
         Error::model_load(format!(
@@ -464,10 +567,7 @@ pub(crate) fn read(dir: &Path) -> Result<Ct2Model> {
     Ok(Ct2Model {
         config,
         tokenizer,
-        weights: WeightMap {
-            tensors,
-            source: what,
-        },
+        weights,
         tied,
     })
 }
@@ -481,6 +581,37 @@ pub(crate) fn load(dir: &Path) -> Result<(WhisperConfig, WhisperTokenizer, Weigh
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn float16_bytes_convert_exactly_aligned_or_not() {
+        // More than one parallel chunk, every finite f16 class (normal, subnormal, zero,
+        // negative), infinities; read from an even and an odd offset (the fallback path).
+        let vals: Vec<half::f16> = (0..150_001u32)
+            .map(|i| half::f16::from_bits((i.wrapping_mul(2_654_435_761) >> 16) as u16))
+            .filter(|h| !h.is_nan())
+            .collect();
+        let mut bytes = vec![0u8];
+        for h in &vals {
+            bytes.extend(h.to_le_bytes());
+        }
+        let want: Vec<f32> = vals.iter().map(|h| h.to_f32()).collect();
+        let odd = &bytes[1..];
+        let mut even = vec![0u16; odd.len() / 2];
+        for (e, p) in even.iter_mut().zip(odd.chunks_exact(2)) {
+            *e = u16::from_le_bytes([p[0], p[1]]);
+        }
+        // SAFETY: a u16 buffer viewed as its bytes (aligned to 2).
+        let aligned =
+            unsafe { std::slice::from_raw_parts(even.as_ptr().cast::<u8>(), even.len() * 2) };
+        for input in [odd, aligned] {
+            let got = f16_bytes_to_f32(input);
+            assert_eq!(got.len(), want.len());
+            assert!(got
+                .iter()
+                .zip(&want)
+                .all(|(a, b)| a.to_bits() == b.to_bits()));
+        }
+    }
 
     fn put_str(b: &mut Vec<u8>, s: &str) {
         b.extend(((s.len() + 1) as u16).to_le_bytes());

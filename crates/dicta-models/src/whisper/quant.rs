@@ -115,6 +115,21 @@ enum Weight {
     U8Asym(Arc<AsymLinear>),
 }
 
+/// Calls `f` with the float32 values of `t` in row-major order: borrowed from a contiguous
+/// CPU tensor (model loading packs every weight once; a copy of the 20 M-element vocabulary
+/// projection cost more than packing it), copied otherwise.
+fn with_values<R>(t: &Tensor, f: impl FnOnce(&[f32]) -> R) -> candle_core::Result<R> {
+    {
+        let (storage, layout) = t.storage_and_layout();
+        if let (candle_core::Storage::Cpu(candle_core::CpuStorage::F32(v)), Some((a, b))) =
+            (&*storage, layout.contiguous_offsets())
+        {
+            return Ok(f(&v[a..b]));
+        }
+    }
+    Ok(f(&t.flatten_all()?.to_vec1::<f32>()?))
+}
+
 /// Dense layer y = x·Wᵀ + b, applied to [.., in] as one 2-D matmul (avoids a gemv per batch row).
 #[derive(Clone)]
 pub(crate) struct Linear {
@@ -157,7 +172,7 @@ impl Linear {
             return Ok(self);
         }
         let (out, inp) = w.dims2()?;
-        let packed = PackedI8::quantize(&w.flatten_all()?.to_vec1::<f32>()?, out, inp);
+        let packed = with_values(w, |v| PackedI8::quantize(v, out, inp))?;
         let bias = match &self.b {
             Some(b) => Some(b.to_vec1::<f32>()?),
             None => None,
@@ -181,7 +196,7 @@ impl Linear {
             return Ok(self);
         }
         let (out, inp) = w.dims2()?;
-        let packed = PackedF32::pack(&w.flatten_all()?.to_vec1::<f32>()?, out, inp);
+        let packed = with_values(w, |v| PackedF32::pack(v, out, inp))?;
         let bias = match &self.b {
             Some(b) => Some(b.to_vec1::<f32>()?),
             None => None,
