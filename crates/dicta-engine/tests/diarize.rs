@@ -28,23 +28,36 @@ fn diarizer() -> Option<&'static Diarizer> {
 /// Speaker A (SpeechBrain spk1) and B (spk2) taking turns with 0.8 s pauses; the reference
 /// turns in seconds.
 fn conversation() -> (Vec<f32>, Vec<(f64, f64, char)>) {
+    assemble(
+        &[
+            ('A', "speechbrain/spk1_snt1"),
+            ('B', "speechbrain/spk2_snt1"),
+            ('A', "speechbrain/spk1_snt2"),
+            ('B', "speechbrain/spk2_snt2"),
+            ('A', "speechbrain/spk1_snt3"),
+            ('B', "speechbrain/spk2_snt3"),
+        ],
+        &[],
+    )
+}
+
+/// The recordings (`who`, dev-set path without `.wav`) one after another with 0.8 s pauses
+/// (after 0.5 s of silence); the speakers in `short` keep only their first 1.2 s. Returns the
+/// audio and the reference turns in seconds.
+fn assemble(turns: &[(char, &str)], short: &[char]) -> (Vec<f32>, Vec<(f64, f64, char)>) {
     let mut audio = vec![0.0f32; SR / 2];
-    let mut turns = Vec::new();
-    for (who, file) in [
-        ('A', "spk1_snt1"),
-        ('B', "spk2_snt1"),
-        ('A', "spk1_snt2"),
-        ('B', "spk2_snt2"),
-        ('A', "spk1_snt3"),
-        ('B', "spk2_snt3"),
-    ] {
-        let clip = whisper_common::load_wav(&format!("speechbrain/{file}.wav"));
+    let mut reference = Vec::new();
+    for &(who, file) in turns {
+        let mut clip = whisper_common::load_wav(&format!("{file}.wav"));
+        if short.contains(&who) {
+            clip.truncate(SR * 6 / 5);
+        }
         let start = audio.len() as f64 / SR as f64;
         audio.extend(&clip);
-        turns.push((start, audio.len() as f64 / SR as f64, who));
+        reference.push((start, audio.len() as f64 / SR as f64, who));
         audio.extend(vec![0.0; SR * 4 / 5]);
     }
-    (audio, turns)
+    (audio, reference)
 }
 
 /// The label covering most of each reference turn.
@@ -141,27 +154,19 @@ fn a_three_speaker_interview_has_three_speakers() {
 #[test]
 fn a_short_voice_heard_twice_is_a_speaker() {
     let Some(d) = diarizer() else { return };
-    let mut audio = vec![0.0f32; SR / 2];
-    let mut reference = Vec::new();
-    for (who, file) in [
-        ('A', "speechbrain/spk1_snt1"),
-        ('B', "speechbrain/spk2_snt1"),
-        ('C', "pocketsphinx/cards_001"),
-        ('A', "speechbrain/spk1_snt2"),
-        ('B', "speechbrain/spk2_snt2"),
-        ('C', "pocketsphinx/cards_003"),
-        ('A', "speechbrain/spk1_snt3"),
-        ('B', "speechbrain/spk2_snt3"),
-    ] {
-        let mut clip = whisper_common::load_wav(&format!("{file}.wav"));
-        if who == 'C' {
-            clip.truncate(SR * 6 / 5);
-        }
-        let start = audio.len() as f64 / SR as f64;
-        audio.extend(&clip);
-        reference.push((start, audio.len() as f64 / SR as f64, who));
-        audio.extend(vec![0.0; SR * 4 / 5]);
-    }
+    let (audio, reference) = assemble(
+        &[
+            ('A', "speechbrain/spk1_snt1"),
+            ('B', "speechbrain/spk2_snt1"),
+            ('C', "pocketsphinx/cards_001"),
+            ('A', "speechbrain/spk1_snt2"),
+            ('B', "speechbrain/spk2_snt2"),
+            ('C', "pocketsphinx/cards_003"),
+            ('A', "speechbrain/spk1_snt3"),
+            ('B', "speechbrain/spk2_snt3"),
+        ],
+        &['C'],
+    );
     let turns = d.turns(&audio, &DiarizeOptions::default()).unwrap();
     let labels = majority(&turns, &reference);
     let of = |w: char| -> Vec<&String> {

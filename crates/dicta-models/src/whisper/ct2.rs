@@ -339,35 +339,18 @@ pub(crate) struct Ct2Model {
 pub(crate) fn read(dir: &Path) -> Result<Ct2Model> {
     // The tokenizer (a 2 MB JSON with its BPE merges: about a third of loading) is parsed on a
     // thread of its own while the weights are converted.
-    let tok_path = dir.join("tokenizer.json");
     std::thread::scope(|scope| {
-        let tokenizer = scope.spawn(|| WhisperTokenizer::from_file(&tok_path));
-        let weights = read_weights(dir);
-        let tokenizer = tokenizer
-            .join()
-            .map_err(|_| Error::model_load("the tokenizer thread panicked"))?;
-        let (weights, tied, shapes) = weights?;
-        finish(dir, weights, tied, shapes, tokenizer?)
+        let tokenizer = scope.spawn(|| WhisperTokenizer::from_file(&dir.join("tokenizer.json")));
+        read_with(dir, move || {
+            tokenizer
+                .join()
+                .map_err(|_| Error::model_load("the tokenizer thread panicked"))?
+        })
     })
 }
 
-/// What [`read`] takes from `model.bin` besides the tensors.
-struct Shapes {
-    conv1: Vec<usize>,
-    enc_pos: Vec<usize>,
-    emb: Vec<usize>,
-    dec_pos: Vec<usize>,
-    n_audio_ffn: usize,
-    n_text_ffn: usize,
-    n_audio_layer: usize,
-    n_text_layer: usize,
-    n_audio_head: usize,
-    n_text_head: usize,
-}
-
-/// The tensors of `model.bin` (float32 or as stored), whether the projection is tied, and the
-/// shapes the config needs.
-fn read_weights(dir: &Path) -> Result<(WeightMap, bool, Shapes)> {
+/// [`read`], with the tokenizer from `tokenizer` once the weights are read.
+fn read_with(dir: &Path, tokenizer: impl FnOnce() -> Result<WhisperTokenizer>) -> Result<Ct2Model> {
     let bin = dir.join("model.bin");
     let what = bin.display().to_string();
     let file = std::fs::File::open(&bin)
@@ -469,48 +452,8 @@ fn read_weights(dir: &Path) -> Result<(WeightMap, bool, Shapes)> {
         )));
     }
     drop(mmap);
-    let shapes = Shapes {
-        conv1,
-        enc_pos,
-        emb,
-        dec_pos,
-        n_audio_ffn,
-        n_text_ffn,
-        n_audio_layer,
-        n_text_layer,
-        n_audio_head,
-        n_text_head,
-    };
-    Ok((
-        WeightMap {
-            tensors,
-            source: what,
-        },
-        tied,
-        shapes,
-    ))
-}
 
-/// The config (from `config.json`, the tokenizer and the shapes) around the weights.
-fn finish(
-    dir: &Path,
-    weights: WeightMap,
-    tied: bool,
-    shapes: Shapes,
-    tokenizer: WhisperTokenizer,
-) -> Result<Ct2Model> {
-    let Shapes {
-        conv1,
-        enc_pos,
-        emb,
-        dec_pos,
-        n_audio_ffn,
-        n_text_ffn,
-        n_audio_layer,
-        n_text_layer,
-        n_audio_head,
-        n_text_head,
-    } = shapes;
+    let tokenizer = tokenizer()?;
     let tok_path = dir.join("tokenizer.json");
     let cfg_path = dir.join("config.json");
     let raw = std::fs::read_to_string(&cfg_path).map_err(|e| {
@@ -567,7 +510,10 @@ fn finish(
     Ok(Ct2Model {
         config,
         tokenizer,
-        weights,
+        weights: WeightMap {
+            tensors,
+            source: what,
+        },
         tied,
     })
 }
