@@ -133,8 +133,9 @@ impl PackedI8 {
         let n_pad = n.next_multiple_of(NR);
         let mut data = vec![0i8; n_pad * k4];
         let mut comp = vec![0i32; n_pad];
-        // One panel of PANEL channels is one contiguous block of `data`: packed in parallel.
-        data.par_chunks_mut(PANEL * k4)
+        // One panel of PANEL channels is one contiguous block of `data`: packed in parallel
+        // (nothing to pack without inputs).
+        data.par_chunks_mut((PANEL * k4).max(1))
             .zip(comp.par_chunks_mut(PANEL))
             .enumerate()
             .for_each(|(panel, (block, comp))| {
@@ -879,6 +880,12 @@ mod tests {
         let packed = PackedI8::quantize(&w, n, k);
         let mut y = vec![9f32; m * n];
         matmul_i8(&x, m, &packed, Some(&b), &mut y);
+        for r in 0..m {
+            assert_eq!(&y[r * n..(r + 1) * n], &b);
+        }
+        // No inputs at all (k = 0): packs, and gives the bias too.
+        let packed = PackedI8::quantize(&[], n, 0);
+        matmul_i8(&[], m, &packed, Some(&b), &mut y);
         for r in 0..m {
             assert_eq!(&y[r * n..(r + 1) * n], &b);
         }
