@@ -68,9 +68,10 @@ fn f16_if_exact(t: Tensor) -> candle_core::Result<Tensor> {
     }
 }
 
-/// `t` as float32. A contiguous float16 CPU tensor (CTranslate2's float16 models) converts in
-/// parallel with F16C: candle's `to_dtype` converts one element at a time on one thread, which
-/// took a quarter of model loading (the 20 M-element embedding alone).
+/// `t` as float32. A contiguous float16 CPU tensor (a Hugging Face float16 checkpoint;
+/// CTranslate2's float16 weights arrive converted) converts in parallel with F16C: candle's
+/// `to_dtype` converts one element at a time on one thread, which took a quarter of tiny.en's
+/// loading (the 20 M-element embedding alone).
 fn to_f32(t: &Tensor) -> candle_core::Result<Tensor> {
     use half::slice::HalfFloatSliceExt;
     use rayon::prelude::*;
