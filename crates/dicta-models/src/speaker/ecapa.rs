@@ -111,14 +111,13 @@ impl Conv {
     }
 
     /// Quantizes the weights to int8 (per output channel) and drops the float32 ones.
-    fn quantize(&mut self) -> candle_core::Result<()> {
+    fn quantize(&mut self) {
         self.q = Some(PackedI8::quantize(
             &self.rows,
             self.c_out,
             self.k * self.c_in,
         ));
         self.rows = Vec::new();
-        Ok(())
     }
 
     /// The `[k·c_in, c_out]` float32 matrix (first call transposes `rows`).
@@ -370,25 +369,24 @@ impl Ecapa {
             .collect();
         let mut m = Self::from_weights(&w).map_err(|e| e.context(path.display()))?;
         if int8 {
-            m.quantize()
-                .map_err(|e| Error::model_load(format!("ECAPA int8: {e}")))?;
+            m.quantize();
         }
         Ok(m)
     }
 
     /// int8 copies of every conv that runs over all frames (the pooled head stays float32).
-    fn quantize(&mut self) -> candle_core::Result<()> {
-        self.block0.conv.quantize()?;
+    fn quantize(&mut self) {
+        self.block0.conv.quantize();
         for b in &mut self.blocks {
-            b.tdnn1.conv.quantize()?;
-            b.tdnn2.conv.quantize()?;
+            b.tdnn1.conv.quantize();
+            b.tdnn2.conv.quantize();
             for r in &mut b.res {
-                r.conv.quantize()?;
+                r.conv.quantize();
             }
         }
-        self.mfa.conv.quantize()?;
-        self.asp_tdnn.conv.quantize()?;
-        self.asp_conv.quantize()
+        self.mfa.conv.quantize();
+        self.asp_tdnn.conv.quantize();
+        self.asp_conv.quantize();
     }
 
     fn from_weights(w: &Weights) -> Result<Self> {

@@ -127,34 +127,27 @@ fn scalar_int(v: &RawVar) -> Option<i64> {
     }
 }
 
-/// Converts a variable to a CPU tensor in its float dtype (f32/f16/bf16); integer weights are
-/// dequantized to f32 with their `scale` (per output row, or one scalar).
-/// Little-endian float16 `bytes` as float32, converted in parallel (F16C where the CPU has
-/// it): every weight of a float16 model passes through here once, and candle's copy then
-/// one-element-at-a-time `to_dtype` took about half of model loading.
+/// Little-endian float16 `bytes` as float32: every weight of a float16 model passes through
+/// here once (candle's copy then one-element-at-a-time `to_dtype` took about half of model
+/// loading).
 fn f16_bytes_to_f32(bytes: &[u8]) -> Vec<f32> {
-    use half::slice::HalfFloatSliceExt;
-    const CHUNK: usize = 1 << 16;
-    let mut out = vec![0f32; bytes.len() / 2];
-    out.par_chunks_mut(CHUNK)
-        .zip(bytes.par_chunks(2 * CHUNK))
-        .for_each(|(o, b)| {
-            if cfg!(target_endian = "little") && b.as_ptr().cast::<half::f16>().is_aligned() {
-                // SAFETY: `b` is 2-byte aligned (checked), `b.len() / 2` whole f16 values, and
-                // every bit pattern is a valid f16; little-endian, as the file stores them.
-                let h = unsafe {
-                    std::slice::from_raw_parts(b.as_ptr().cast::<half::f16>(), b.len() / 2)
-                };
-                h.convert_to_f32_slice(o);
-            } else {
-                for (o, p) in o.iter_mut().zip(b.chunks_exact(2)) {
-                    *o = half::f16::from_le_bytes([p[0], p[1]]).to_f32();
-                }
-            }
+    let halves = bytes.as_ptr().cast::<half::f16>();
+    if cfg!(target_endian = "little") && halves.is_aligned() {
+        // SAFETY: `bytes` is 2-byte aligned (checked) and holds `len / 2` whole f16 values;
+        // every bit pattern is a valid f16; little-endian, as the file stores them.
+        return crate::kernels::widen_f16(unsafe {
+            std::slice::from_raw_parts(halves, bytes.len() / 2)
         });
+    }
+    let mut out = vec![0f32; bytes.len() / 2];
+    out.par_iter_mut()
+        .zip(bytes.par_chunks_exact(2))
+        .for_each(|(o, p)| *o = half::f16::from_le_bytes([p[0], p[1]]).to_f32());
     out
 }
 
+/// Converts a variable to a CPU tensor in its float dtype (f32/f16/bf16); integer weights are
+/// dequantized to f32 with their `scale` (per output row, or one scalar).
 fn to_tensor(name: &str, v: &RawVar, scale: Option<&RawVar>, what: &str) -> Result<Tensor> {
     let n: usize = v.shape.iter().product();
     let bad_dtype = || {

@@ -47,21 +47,14 @@ impl WeightMap {
 /// The float32 CPU tensor `t` as float16 when every value survives the round trip, else `t`.
 fn f16_if_exact(t: Tensor) -> candle_core::Result<Tensor> {
     use rayon::prelude::*;
-    let half: Option<Vec<half::f16>> = {
-        let (storage, layout) = t.storage_and_layout();
-        match (&*storage, layout.contiguous_offsets()) {
-            (candle_core::Storage::Cpu(candle_core::CpuStorage::F32(v)), Some((a, b))) => {
-                let v = &v[a..b];
-                let h: Vec<half::f16> = v.par_iter().map(|&x| half::f16::from_f32(x)).collect();
-                let exact = h
-                    .par_iter()
-                    .zip(v.par_iter())
-                    .all(|(h, x)| h.to_f32().to_bits() == x.to_bits());
-                exact.then_some(h)
-            }
-            _ => None,
-        }
-    };
+    let half = super::quant::with_values(&t, |v| {
+        let h: Vec<half::f16> = v.par_iter().map(|&x| half::f16::from_f32(x)).collect();
+        let exact = h
+            .par_iter()
+            .zip(v.par_iter())
+            .all(|(h, x)| h.to_f32().to_bits() == x.to_bits());
+        exact.then_some(h)
+    })?;
     match half {
         Some(h) => Tensor::from_vec(h, t.dims(), &Device::Cpu),
         None => Ok(t),
@@ -69,24 +62,16 @@ fn f16_if_exact(t: Tensor) -> candle_core::Result<Tensor> {
 }
 
 /// `t` as float32. A contiguous float16 CPU tensor (a Hugging Face float16 checkpoint;
-/// CTranslate2's float16 weights arrive converted) converts in parallel with F16C: candle's
-/// `to_dtype` converts one element at a time on one thread, which took a quarter of tiny.en's
-/// loading (the 20 M-element embedding alone).
+/// CTranslate2's float16 weights arrive converted) widens in parallel
+/// ([`kernels::widen_f16`]); candle's `to_dtype` converts one element at a time on one thread,
+/// which took a quarter of tiny.en's loading (the 20 M-element embedding alone).
 fn to_f32(t: &Tensor) -> candle_core::Result<Tensor> {
-    use half::slice::HalfFloatSliceExt;
-    use rayon::prelude::*;
     {
         let (storage, layout) = t.storage_and_layout();
         if let (candle_core::Storage::Cpu(candle_core::CpuStorage::F16(v)), Some((a, b))) =
             (&*storage, layout.contiguous_offsets())
         {
-            let src = &v[a..b];
-            let mut out = vec![0f32; src.len()];
-            const CHUNK: usize = 1 << 16;
-            out.par_chunks_mut(CHUNK)
-                .zip(src.par_chunks(CHUNK))
-                .for_each(|(o, s)| s.convert_to_f32_slice(o));
-            return Tensor::from_vec(out, t.dims(), &Device::Cpu);
+            return Tensor::from_vec(kernels::widen_f16(&v[a..b]), t.dims(), &Device::Cpu);
         }
     }
     t.to_dtype(DType::F32)

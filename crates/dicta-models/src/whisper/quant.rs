@@ -118,13 +118,13 @@ enum Weight {
 /// Calls `f` with the float32 values of `t` in row-major order: borrowed from a contiguous
 /// CPU tensor (model loading packs every weight once; a copy of the 20 M-element vocabulary
 /// projection cost more than packing it), copied otherwise.
-fn with_values<R>(t: &Tensor, f: impl FnOnce(&[f32]) -> R) -> candle_core::Result<R> {
+pub(crate) fn with_values<R>(t: &Tensor, f: impl FnOnce(&[f32]) -> R) -> candle_core::Result<R> {
     {
         let (storage, layout) = t.storage_and_layout();
-        if let (candle_core::Storage::Cpu(candle_core::CpuStorage::F32(v)), Some((a, b))) =
-            (&*storage, layout.contiguous_offsets())
-        {
-            return Ok(f(&v[a..b]));
+        if let candle_core::Storage::Cpu(cpu) = &*storage {
+            if let Ok(v) = crate::kernels::f32_input(cpu, layout) {
+                return Ok(f(v));
+            }
         }
     }
     Ok(f(&t.flatten_all()?.to_vec1::<f32>()?))
