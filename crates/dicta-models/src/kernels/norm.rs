@@ -29,27 +29,16 @@ pub fn layer_norm(x: &Tensor, w: &Tensor, b: &Tensor, eps: f32) -> candle_core::
     let (sx, lx) = x.storage_and_layout();
     let (sw, lw) = w.storage_and_layout();
     let (sb, lb) = b.storage_and_layout();
-    let (xs, ws, bs) = (
-        contiguous_f32(&sx, lx)?,
-        contiguous_f32(&sw, lw)?,
-        contiguous_f32(&sb, lb)?,
-    );
+    let (Storage::Cpu(cx), Storage::Cpu(cw), Storage::Cpu(cb)) = (&*sx, &*sw, &*sb) else {
+        candle_core::bail!("layer_norm: CPU tensors expected")
+    };
+    let f32_input = super::f32_input;
+    let (xs, ws, bs) = (f32_input(cx, lx)?, f32_input(cw, lw)?, f32_input(cb, lb)?);
     let mut out = vec![0f32; xs.len()];
     out.par_chunks_mut(ROWS_PER_TASK * d)
         .zip(xs.par_chunks(ROWS_PER_TASK * d))
         .for_each(|(o, x)| rows(x, ws, bs, eps, o));
     Tensor::from_vec(out, x.shape(), x.device())
-}
-
-/// The data of a contiguous f32 CPU tensor's storage.
-fn contiguous_f32<'a>(s: &'a Storage, l: &candle_core::Layout) -> candle_core::Result<&'a [f32]> {
-    let Storage::Cpu(candle_core::CpuStorage::F32(data)) = s else {
-        candle_core::bail!("layer_norm: f32 CPU tensor expected")
-    };
-    let (a, b) = l
-        .contiguous_offsets()
-        .ok_or_else(|| candle_core::Error::Msg("layer_norm: contiguous tensor expected".into()))?;
-    Ok(&data[a..b])
 }
 
 /// Normalises each row of `x` (rows of `w.len()`) into `out`, at the CPU's widest level.

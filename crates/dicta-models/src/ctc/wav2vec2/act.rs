@@ -4,7 +4,6 @@
 //! tensors of the model (the first conv outputs 512 channels × 1/5 of the samples), so on CPU
 //! they run as a custom op split across rayon's pool.
 
-use candle_core::backend::BackendStorage;
 use candle_core::{CpuStorage, CustomOp1, DType, Layout, Shape, Tensor};
 use dicta_core::{Error, Result};
 use rayon::prelude::*;
@@ -81,7 +80,7 @@ impl CustomOp1 for ParallelAct {
     }
 
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
-        let src = contiguous_f32(s, l)?;
+        let src = crate::kernels::f32_input(s, l)?;
         let act = self.0;
         let mut out = vec![0f32; src.len()];
         out.par_chunks_mut(CHUNK)
@@ -92,17 +91,6 @@ impl CustomOp1 for ParallelAct {
                 }
             });
         Ok((CpuStorage::F32(out), l.shape().clone()))
-    }
-}
-
-/// The f32 slice behind a contiguous layout.
-pub(crate) fn contiguous_f32<'a>(s: &'a CpuStorage, l: &Layout) -> candle_core::Result<&'a [f32]> {
-    let CpuStorage::F32(data) = s else {
-        candle_core::bail!("expected f32 storage, got {:?}", s.dtype())
-    };
-    match l.contiguous_offsets() {
-        Some((a, b)) => Ok(&data[a..b]),
-        None => candle_core::bail!("expected a contiguous tensor"),
     }
 }
 
@@ -134,7 +122,7 @@ impl CustomOp1 for ChannelNormAct {
     }
 
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
-        let src = contiguous_f32(s, l)?;
+        let src = crate::kernels::f32_input(s, l)?;
         let (_, c, t) = l.shape().dims3()?;
         if c != self.gamma.len() || t == 0 {
             candle_core::bail!(
