@@ -139,8 +139,9 @@ pub struct RunArgs {
     /// others and compared with the first Dicta arm (e.g. `--vs-model moonshine-tiny`).
     #[arg(long, value_delimiter = ',')]
     pub vs_model: Vec<String>,
-    /// Dicta compute types (one arm each): default, float32, int8.
-    #[arg(long, value_delimiter = ',', default_value = "float32")]
+    /// Dicta compute types (one arm each): default (what `dicta transcribe` runs: int8 where the
+    /// CPU has byte dot products, else float32), float32, int8.
+    #[arg(long, value_delimiter = ',', default_value = "default")]
     pub compute_types: Vec<String>,
     /// faster-whisper compute types (one arm each).
     #[arg(long, value_delimiter = ',', default_value = "int8,float32")]
