@@ -182,9 +182,10 @@ class Engine:
         compute_type: ``"default"`` (the model's own), ``"float32"`` or ``"int8"``.
         threads: CPU threads of this engine (default: all cores).
         batch_size: windows per model call.
-        long_form: ``"auto"`` (``"sequential"``, except lanes of at least 6 minutes, batched,
-            in recordings of 12 minutes or more), ``"sequential"`` (seek like faster-whisper) or
-            ``"batched"`` (lanes of at least 60 s in recordings over 2 minutes).
+        long_form: ``"auto"`` (with ``condition_on_previous_text``, ``"sequential"`` except
+            lanes of at least 6 minutes, batched, in recordings of 12 minutes or more; without it,
+            ``"batched"``), ``"sequential"`` (seek like faster-whisper) or ``"batched"`` (lanes of
+            at least 60 s in recordings over 2 minutes).
         overlap_seconds: window overlap of CTC windows.
         vad_model: a VAD model (``"silero-vad"`` or a folder), needed by ``vad_filter=True``.
         speaker_model: a speaker model (``"ecapa-voxceleb"`` or a folder), needed with

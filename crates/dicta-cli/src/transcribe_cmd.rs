@@ -60,7 +60,8 @@ pub enum LongForm {
     /// Recordings over 2 minutes cut at pauses into lanes of at least 60 s, each seeking as
     /// faster-whisper, all lanes decoded in batches.
     Batched,
-    /// Sequential, except recordings of 12 minutes or more: lanes of at least 6 minutes, batched.
+    /// With previous-text conditioning (the default): sequential, except recordings of 12 minutes
+    /// or more, cut into lanes of at least 6 minutes, batched. Without it: as batched.
     Auto,
 }
 

@@ -275,9 +275,11 @@ fn int8_windows_with_prompts_of_different_lengths_batch_as_alone() {
     }
 }
 
-/// The automatic mode: a recording under 12 minutes is decoded as `Sequential` (the same
-/// tokens, and the stats say "sequential"); one of 12 minutes is cut into two lanes of 6
-/// minutes, reported as "batched", and speech at both ends is transcribed at its own time.
+/// The automatic mode conditioning on previous text: a recording under 12 minutes is decoded
+/// as `Sequential` (the same tokens, and the stats say "sequential"); one of 12 minutes is cut
+/// into two lanes of 6 minutes, reported as "batched", and speech at both ends is transcribed at
+/// its own time. Without conditioning it is `Batched`: the same recording under 12 minutes is
+/// cut into lanes of 60 s.
 #[test]
 fn auto_mode_is_sequential_below_12_minutes_and_lanes_of_6_minutes_above() {
     let Some(model) = load_int8() else { return };
@@ -293,6 +295,22 @@ fn auto_mode_is_sequential_below_12_minutes_and_lanes_of_6_minutes_above() {
     assert_eq!(
         timed_tokens(auto.transcripts[0].as_ref().unwrap()),
         timed_tokens(seq.transcripts[0].as_ref().unwrap())
+    );
+    let free = DecodeOptions {
+        condition_on_previous_text: false,
+        ..opts_en()
+    };
+    let auto = tr
+        .transcribe(&[&long], &free, LongFormMode::Auto, 8)
+        .unwrap();
+    let batched = tr
+        .transcribe(&[&long], &free, LongFormMode::Batched, 8)
+        .unwrap();
+    assert_eq!(auto.long_form_mode, LongFormMode::Batched);
+    assert_eq!(auto.batch_sizes[0], 2, "{:?}", auto.batch_sizes);
+    assert_eq!(
+        timed_tokens(auto.transcripts[0].as_ref().unwrap()),
+        timed_tokens(batched.transcripts[0].as_ref().unwrap())
     );
     // 12 minutes: JFK at the start and 11 minutes in, silence between.
     let jfk = load_wav("openai_whisper/jfk.16k.wav");

@@ -87,7 +87,8 @@ pub enum LongForm {
     Sequential,
     /// Lanes of at least 60 s cut at pauses, each seeking as faster-whisper, batched.
     Batched,
-    /// Sequential below 12 minutes, lanes of at least 6 minutes above (Dicta's default).
+    /// Dicta's default: as batched without previous-text conditioning (the bench's default);
+    /// with it, sequential below 12 minutes and lanes of at least 6 minutes above.
     Auto,
 }
 

@@ -25,12 +25,14 @@ pub enum LongFormMode {
     /// long recording then fills the batch; its text differs from `Sequential` only around the
     /// lane cuts. Recordings up to 2 minutes are decoded as in `Sequential`.
     Batched,
-    /// `Sequential`, except that a recording of at least twice
-    /// [`super::lanes::AUTO_MIN_LANE_FRAMES`] (12 minutes) is cut into lanes of at least 6
-    /// minutes, decoded as in `Batched`. Each cut costs a few words (the lane starts without the
-    /// previous text), so cuts are only worth it where lanes are long: measured on the bench's
-    /// recordings, 60 s lanes cost ≈ 0.8 WER points on 4 minutes, 7.5-minute lanes ≈ 0.3 on an
-    /// hour, which they decode ≈ 1.5× faster (8 lanes fill the batch).
+    /// With `condition_on_previous_text` (the default), `Sequential`, except that a recording of
+    /// at least twice [`super::lanes::AUTO_MIN_LANE_FRAMES`] (12 minutes) is cut into lanes of at
+    /// least 6 minutes, decoded as in `Batched`: each cut costs a few words there (the lane
+    /// starts without the previous text), so cuts are only worth it where lanes are long (on
+    /// the bench's 4-minute recordings 60 s lanes cost ≈ 0.7 WER points with conditioning; an
+    /// hour cut into 8 lanes fills the batch and decodes ≈ 1.5× faster). Without conditioning a
+    /// cut only moves where windows start, and `Auto` is `Batched` (see
+    /// [`super::lanes::auto_min_lane`]).
     Auto,
 }
 

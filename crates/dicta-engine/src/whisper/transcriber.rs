@@ -246,7 +246,7 @@ impl<'m> WhisperTranscriber<'m> {
             // The batched mode cuts a long recording into lanes; otherwise the recording is one.
             let min_lane = match mode {
                 LongFormMode::Batched => super::lanes::MIN_LANE_FRAMES,
-                LongFormMode::Auto => super::lanes::AUTO_MIN_LANE_FRAMES,
+                LongFormMode::Auto => super::lanes::auto_min_lane(opts.condition_on_previous_text),
                 LongFormMode::Sequential => usize::MAX,
             };
             let lanes = super::lanes::lanes(audio, content_frames, batch_size, min_lane);
