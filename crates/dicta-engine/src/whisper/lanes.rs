@@ -40,6 +40,7 @@ pub fn auto_min_lane(condition_on_previous_text: bool) -> usize {
         MIN_LANE_FRAMES
     }
 }
+
 /// How far from its ideal place (on either side) a cut looks for a pause (5 s).
 pub const SEARCH_FRAMES: usize = 500;
 
