@@ -8,9 +8,9 @@
 //!   too slow a rate, ends the request with 408 ([`BodyDeadline`], answered by the router's
 //!   request context) and its connection;
 //! - a cap on open connections (`max_connections`): at the cap a new connection closes the
-//!   oldest idle one (no request in flight), so a flood of idle sockets cannot lock out
-//!   `/health`; with none idle the new one is refused at once (the kernel's backlog does not
-//!   fill up behind it).
+//!   oldest idle one (no request in flight; one that a request reached meanwhile answers it,
+//!   then closes), so a flood of idle sockets cannot lock out `/health`; with none idle the new
+//!   one is refused at once (the kernel's backlog does not fill up behind it).
 //!
 //! Shutdown is graceful as with `axum::serve`: no new connections, in-flight requests finish,
 //! idle connections close.
@@ -163,8 +163,16 @@ async fn serve_connection(
                 break;
             }
             () = &mut stopping => conn.as_mut().graceful_shutdown(),
-            // Evicted to make room at `max_connections`: dropping the connection closes it.
-            () = slot.evict.notified() => break,
+            // Evicted to make room at `max_connections`: dropping the connection closes it. The
+            // accept loop saw it idle, but a request may have begun since (requests start inside
+            // `conn`'s poll, on this task, so the count is exact here): that one is answered
+            // first, and the connection closes after it.
+            () = slot.evict.notified() => {
+                if slot.busy.load(Ordering::Acquire) == 0 {
+                    break;
+                }
+                conn.as_mut().graceful_shutdown();
+            }
         }
     }
     drop(slot);
@@ -408,6 +416,54 @@ mod tests {
             2,
             "an evicted slot's drop removes nothing else"
         );
+    }
+
+    /// The accept loop evicts a connection it saw idle; a request that began on it meanwhile
+    /// is answered before the connection closes, not dropped with it.
+    #[tokio::test]
+    async fn an_eviction_racing_a_request_lets_the_request_finish() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (entered, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+        let handler = {
+            let (entered, release) = (entered.clone(), release.clone());
+            move || async move {
+                entered.notify_one();
+                release.notified().await;
+                "done"
+            }
+        };
+        let router = Router::new().route("/slow", axum::routing::get(handler));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let slot = table(1).admit().unwrap();
+        let evict = slot.evict.clone();
+        let limits = Arc::new(Limits::from(&ServerConfig::default()));
+        let (signal_tx, _signal_rx) = watch::channel(());
+        let (_close_tx, close_rx) = watch::channel(());
+        let server = tokio::spawn(async move {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let metrics = Arc::new(Metrics::new());
+            serve_connection(tcp, router, limits, metrics, slot, signal_tx, close_rx).await;
+        });
+        let mut client = tokio::net::TcpStream::connect(addr).await.unwrap();
+        client
+            .write_all(b"GET /slow HTTP/1.1\r\nhost: dicta\r\n\r\n")
+            .await
+            .unwrap();
+        entered.notified().await;
+        evict.notify_one();
+        // Let the connection's task take the eviction before the handler answers.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        release.notify_one();
+        let mut reply = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(5), client.read_to_end(&mut reply));
+        let _ = read.await.expect("the connection closes after the answer");
+        let reply = String::from_utf8_lossy(&reply);
+        assert!(
+            reply.starts_with("HTTP/1.1 200") && reply.ends_with("done"),
+            "{reply:?}"
+        );
+        server.await.unwrap();
     }
 
     #[test]
