@@ -8,8 +8,8 @@
 //!   too slow a rate, ends the request with 408 ([`BodyDeadline`], answered by the router's
 //!   request context) and its connection;
 //! - a cap on open connections (`max_connections`): at the cap a new connection closes the
-//!   oldest idle one (no request in flight; one that a request reached meanwhile answers it,
-//!   then closes), so a flood of idle sockets cannot lock out `/health`; with none idle the new
+//!   oldest idle one (no request in flight, no response body still being sent; one that a
+//!   request reached meanwhile answers it, then closes), so a flood of idle sockets cannot lock out `/health`; with none idle the new
 //!   one is refused at once (the kernel's backlog does not fill up behind it).
 //!
 //! Shutdown is graceful as with `axum::serve`: no new connections, in-flight requests finish,
@@ -138,8 +138,16 @@ async fn serve_connection(
         let mut router = router.clone();
         async move {
             let response = router.call(hyper::Request::from_parts(parts, body)).await;
-            drop(in_flight);
-            response
+            // The request stays in flight until its response body is written out (or dropped):
+            // a streamed or slowly read body is not idle.
+            response.map(|r| {
+                r.map(|body| {
+                    axum::body::Body::new(HeldBody {
+                        inner: body,
+                        _in_flight: in_flight,
+                    })
+                })
+            })
         }
     });
     // HTTP/1.1 only: hyper's header timer starts as the connection opens (the auto builder
@@ -163,16 +171,11 @@ async fn serve_connection(
                 break;
             }
             () = &mut stopping => conn.as_mut().graceful_shutdown(),
-            // Evicted to make room at `max_connections`: dropping the connection closes it. The
-            // accept loop saw it idle, but a request may have begun since (requests start inside
-            // `conn`'s poll, on this task, so the count is exact here): that one is answered
-            // first, and the connection closes after it.
-            () = slot.evict.notified() => {
-                if slot.busy.load(Ordering::Acquire) == 0 {
-                    break;
-                }
-                conn.as_mut().graceful_shutdown();
-            }
+            // Evicted to make room at `max_connections`. hyper closes a connection at once when
+            // it is between requests (waiting for, or part way through, a request head), and
+            // otherwise after the response in progress: the accept loop saw no request in
+            // flight, but one may have begun since, or a response may still be flushing.
+            () = slot.evict.notified() => conn.as_mut().graceful_shutdown(),
         }
     }
     drop(slot);
@@ -272,6 +275,32 @@ impl InFlight {
 impl Drop for InFlight {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A response body that keeps its request [`InFlight`] until it is done with.
+struct HeldBody {
+    inner: axum::body::Body,
+    _in_flight: InFlight,
+}
+
+impl Body for HeldBody {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        Pin::new(&mut self.get_mut().inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
     }
 }
 
@@ -418,11 +447,47 @@ mod tests {
         );
     }
 
+    /// One connection served on a loopback socket: its address, its slot's eviction and busy
+    /// count, and the task serving it.
+    async fn one_connection(
+        router: Router,
+    ) -> (
+        std::net::SocketAddr,
+        Arc<Notify>,
+        Arc<AtomicUsize>,
+        tokio::task::JoinHandle<()>,
+    ) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let slot = table(1).admit().unwrap();
+        let (evict, busy) = (slot.evict.clone(), slot.busy.clone());
+        let limits = Arc::new(Limits::from(&ServerConfig::default()));
+        let server = tokio::spawn(async move {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let metrics = Arc::new(Metrics::new());
+            let (signal_tx, _signal_rx) = watch::channel(());
+            let (_close_tx, close_rx) = watch::channel(());
+            serve_connection(tcp, router, limits, metrics, slot, signal_tx, close_rx).await;
+        });
+        (addr, evict, busy, server)
+    }
+
+    /// Everything the server sends until it closes the connection (5 s at most).
+    async fn read_until_closed(client: &mut tokio::net::TcpStream) -> String {
+        use tokio::io::AsyncReadExt;
+        let mut reply = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(5), client.read_to_end(&mut reply));
+        read.await
+            .expect("the server closes the connection")
+            .unwrap();
+        String::from_utf8_lossy(&reply).into_owned()
+    }
+
     /// The accept loop evicts a connection it saw idle; a request that began on it meanwhile
     /// is answered before the connection closes, not dropped with it.
     #[tokio::test]
     async fn an_eviction_racing_a_request_lets_the_request_finish() {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        use tokio::io::AsyncWriteExt;
         let (entered, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
         let handler = {
             let (entered, release) = (entered.clone(), release.clone());
@@ -433,18 +498,7 @@ mod tests {
             }
         };
         let router = Router::new().route("/slow", axum::routing::get(handler));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let slot = table(1).admit().unwrap();
-        let evict = slot.evict.clone();
-        let limits = Arc::new(Limits::from(&ServerConfig::default()));
-        let (signal_tx, _signal_rx) = watch::channel(());
-        let (_close_tx, close_rx) = watch::channel(());
-        let server = tokio::spawn(async move {
-            let (tcp, _) = listener.accept().await.unwrap();
-            let metrics = Arc::new(Metrics::new());
-            serve_connection(tcp, router, limits, metrics, slot, signal_tx, close_rx).await;
-        });
+        let (addr, evict, _busy, server) = one_connection(router).await;
         let mut client = tokio::net::TcpStream::connect(addr).await.unwrap();
         client
             .write_all(b"GET /slow HTTP/1.1\r\nhost: dicta\r\n\r\n")
@@ -455,15 +509,94 @@ mod tests {
         // Let the connection's task take the eviction before the handler answers.
         tokio::time::sleep(Duration::from_millis(50)).await;
         release.notify_one();
-        let mut reply = Vec::new();
-        let read = tokio::time::timeout(Duration::from_secs(5), client.read_to_end(&mut reply));
-        let _ = read.await.expect("the connection closes after the answer");
-        let reply = String::from_utf8_lossy(&reply);
+        let reply = read_until_closed(&mut client).await;
         assert!(
             reply.starts_with("HTTP/1.1 200") && reply.ends_with("done"),
             "{reply:?}"
         );
         server.await.unwrap();
+    }
+
+    /// A response whose body is still being sent keeps its connection busy, and an eviction
+    /// lets the body finish before the connection closes.
+    #[tokio::test]
+    async fn an_eviction_during_a_streamed_body_lets_the_body_finish() {
+        use tokio::io::AsyncWriteExt;
+        let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(4);
+        let rx = Arc::new(Mutex::new(Some(rx)));
+        let handler = move || {
+            let rx = rx.lock().unwrap().take().expect("one request");
+            async move {
+                let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+                    rx.recv().await.map(|b| (Ok::<_, std::io::Error>(b), rx))
+                });
+                axum::body::Body::from_stream(stream)
+            }
+        };
+        let router = Router::new().route("/stream", axum::routing::get(handler));
+        let (addr, evict, busy, server) = one_connection(router).await;
+        let mut client = tokio::net::TcpStream::connect(addr).await.unwrap();
+        client
+            .write_all(b"GET /stream HTTP/1.1\r\nhost: dicta\r\n\r\n")
+            .await
+            .unwrap();
+        tx.send(Bytes::from_static(b"first ")).await.unwrap();
+        // The handler has returned; its body is not done.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(
+            busy.load(Ordering::Acquire),
+            1,
+            "a streaming response is busy"
+        );
+        evict.notify_one();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        tx.send(Bytes::from_static(b"second")).await.unwrap();
+        drop(tx);
+        let reply = read_until_closed(&mut client).await;
+        assert!(reply.starts_with("HTTP/1.1 200"), "{reply:?}");
+        assert!(
+            reply.contains("first ") && reply.contains("second"),
+            "{reply:?}"
+        );
+        assert_eq!(busy.load(Ordering::Acquire), 0);
+        server.await.unwrap();
+    }
+
+    /// An evicted connection that is between requests closes at once: idle after a
+    /// response, or part way through sending a request head.
+    #[tokio::test]
+    async fn an_evicted_connection_between_requests_closes_at_once() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let router = Router::new().route("/", axum::routing::get(|| async { "ok" }));
+        for partial_head in [false, true] {
+            let (addr, evict, _busy, server) = one_connection(router.clone()).await;
+            let mut client = tokio::net::TcpStream::connect(addr).await.unwrap();
+            client
+                .write_all(b"GET / HTTP/1.1\r\nhost: dicta\r\n\r\n")
+                .await
+                .unwrap();
+            let mut first = [0u8; 256];
+            let n = client.read(&mut first).await.unwrap();
+            assert!(
+                first[..n].ends_with(b"ok"),
+                "{:?}",
+                String::from_utf8_lossy(&first[..n])
+            );
+            if partial_head {
+                client.write_all(b"GET / HTTP/1.1\r\nho").await.unwrap();
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            let started = std::time::Instant::now();
+            evict.notify_one();
+            let rest = read_until_closed(&mut client).await;
+            assert!(rest.is_empty(), "partial head {partial_head}: {rest:?}");
+            // Well under the 10 s header timeout: the eviction closed it.
+            assert!(
+                started.elapsed() < Duration::from_secs(2),
+                "partial head {partial_head}"
+            );
+            server.await.unwrap();
+        }
     }
 
     #[test]
