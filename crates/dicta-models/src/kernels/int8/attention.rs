@@ -373,6 +373,47 @@ mod tests {
         out
     }
 
+    /// V in the bf16 pair layout: for each 16-column block and key pair, the 16 columns of the
+    /// even key interleaved with the odd key's, each rounded to nearest (ties to even), keys
+    /// past `t` zero.
+    #[test]
+    fn v_packs_into_bf16_pairs_rounded_to_nearest_even() {
+        use super::amx::{bf16_bits, pack_v_bf16, PV_DH};
+        let t = 37;
+        let kp = 64;
+        // Ties both ways, negatives, tiny and large magnitudes.
+        let v: Vec<f32> = (0..t * PV_DH)
+            .map(|i| match i % 5 {
+                0 => f32::from_bits(0x3F80_8000 + ((i as u32 & 2) << 15)),
+                1 => -(i as f32) * 1.000_1,
+                2 => 1e-30 * i as f32,
+                3 => 3.0e30 / (i as f32 + 1.0),
+                _ => ((i * 7919) % 1000) as f32 / 333.0 - 1.5,
+            })
+            .collect();
+        let packed = pack_v_bf16(|j| &v[j * PV_DH..(j + 1) * PV_DH], t, kp);
+        assert_eq!(packed.len(), PV_DH * kp);
+        let half = kp / 2;
+        for cb in 0..PV_DH / 16 {
+            for kk in 0..half {
+                for l in 0..16 {
+                    let at = (cb * half + kk) * 32 + 2 * l;
+                    for (slot, key) in [(at, 2 * kk), (at + 1, 2 * kk + 1)] {
+                        let want = if key < t {
+                            bf16_bits(v[key * PV_DH + cb * 16 + l])
+                        } else {
+                            0
+                        };
+                        assert_eq!(packed[slot], want, "block {cb}, key {key}, column {l}");
+                    }
+                }
+            }
+        }
+        // Ties go to even: halfway above 0x3F80 (even) stays, halfway above 0x3F81 rounds up.
+        assert_eq!(bf16_bits(f32::from_bits(0x3F80_8000)), 0x3F80);
+        assert_eq!(bf16_bits(f32::from_bits(0x3F81_8000)), 0x3F82);
+    }
+
     /// Every byte level gives the same bits, within quantization error of the f32 kernel on odd
     /// shapes, with scores of a few units as trained attention has.
     #[test]
