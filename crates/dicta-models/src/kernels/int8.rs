@@ -416,13 +416,21 @@ fn quantize_rows_to(
     (a, scales)
 }
 
-/// [`quantize_row`] compiled for AVX2 where the CPU has it (std caches the detection).
+/// [`quantize_row`] compiled for the widest vectors the CPU has (std caches the detection).
+/// The arithmetic is element-wise and the maximum exact in any order, so every width gives
+/// the same bits (tested).
 #[inline(always)]
 fn quantize_row_fast(row: &[f32], out: &mut [u8]) -> f32 {
     #[cfg(target_arch = "x86_64")]
-    if is_x86_feature_detected!("avx2") {
-        // SAFETY: AVX2 was detected.
-        return unsafe { quantize_row_avx2(row, out) };
+    {
+        if is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512bw") {
+            // SAFETY: AVX-512F and BW were detected.
+            return unsafe { quantize_row_avx512(row, out) };
+        }
+        if is_x86_feature_detected!("avx2") {
+            // SAFETY: AVX2 was detected.
+            return unsafe { quantize_row_avx2(row, out) };
+        }
     }
     quantize_row(row, out)
 }
@@ -430,6 +438,12 @@ fn quantize_row_fast(row: &[f32], out: &mut [u8]) -> f32 {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn quantize_row_avx2(row: &[f32], out: &mut [u8]) -> f32 {
+    quantize_row(row, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn quantize_row_avx512(row: &[f32], out: &mut [u8]) -> f32 {
     quantize_row(row, out)
 }
 
@@ -847,9 +861,33 @@ mod tests {
         let mut with_inf: Vec<f32> = (0..9).map(|_| lcg(&mut seed)).collect();
         with_inf[8] = f32::NEG_INFINITY;
         rows.push(with_inf);
+        // Longer rows, for the vector bodies of the wider builds.
+        rows.push((0..389).map(|_| lcg(&mut seed) * 9.0).collect());
+        rows.push((0..1024).map(|i| (i as f32 - 511.5) / 255.0).collect());
         for (i, row) in rows.iter().enumerate() {
             let mut got = vec![128u8; row.len()];
             let scale = quantize_row(row, &mut got);
+            // Every build the CPU runs gives the same bits.
+            #[cfg(target_arch = "x86_64")]
+            {
+                let mut builds: Vec<(&str, unsafe fn(&[f32], &mut [u8]) -> f32)> = Vec::new();
+                if is_x86_feature_detected!("avx2") {
+                    builds.push(("avx2", quantize_row_avx2));
+                }
+                if is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512bw") {
+                    builds.push(("avx512", quantize_row_avx512));
+                }
+                for (name, f) in builds {
+                    let mut other = vec![128u8; row.len()];
+                    // SAFETY: the CPU has the features `f` was compiled for (checked above).
+                    let s2 = unsafe { f(row, &mut other) };
+                    assert_eq!(other, got, "row {i}, {name}");
+                    assert!(
+                        s2 == scale || (s2.is_nan() && scale.is_nan()),
+                        "row {i}, {name}"
+                    );
+                }
+            }
             let amax = row
                 .iter()
                 .fold(0f32, |m, v| if v.abs() > m { v.abs() } else { m });
