@@ -870,7 +870,8 @@ mod tests {
             // Every build the CPU runs gives the same bits.
             #[cfg(target_arch = "x86_64")]
             {
-                let mut builds: Vec<(&str, unsafe fn(&[f32], &mut [u8]) -> f32)> = Vec::new();
+                type Build = unsafe fn(&[f32], &mut [u8]) -> f32;
+                let mut builds: Vec<(&str, Build)> = Vec::new();
                 if is_x86_feature_detected!("avx2") {
                     builds.push(("avx2", quantize_row_avx2));
                 }
