@@ -59,6 +59,24 @@ fn get(w: &Weights, name: &str, dims: &[usize]) -> Result<Vec<f32>> {
     Ok(v)
 }
 
+/// Where a conv's input channels lie in each row of its input: `c_in` values from `offset` of
+/// rows `stride` long.
+#[derive(Clone, Copy)]
+struct Slice {
+    stride: usize,
+    offset: usize,
+}
+
+impl Slice {
+    /// Rows of exactly the conv's `c_in` channels.
+    fn whole(c_in: usize) -> Self {
+        Self {
+            stride: c_in,
+            offset: 0,
+        }
+    }
+}
+
 /// A conv as a matmul over (tap, c_in) columns: float32 weights, and optionally the same
 /// weights quantized to int8 per output channel for the VNNI kernels.
 struct Conv {
@@ -143,18 +161,13 @@ impl Conv {
 
     /// `x: [b·t, c_in]` (windows of `t` frames) → `[b·t, c_out]`, reflect padding "same".
     fn forward(&self, x: &[f32], t: usize) -> candle_core::Result<Vec<f32>> {
-        self.forward_strided(x, self.c_in, 0, t)
+        self.forward_strided(x, Slice::whole(self.c_in), t)
     }
 
     /// [`Conv::forward`] of the `c_in` channels from `offset` of each row of `x: [b·t,
     /// stride]`: a Res2Net group convolves its slice of the block's channels in place.
-    fn forward_strided(
-        &self,
-        x: &[f32],
-        stride: usize,
-        offset: usize,
-        t: usize,
-    ) -> candle_core::Result<Vec<f32>> {
+    fn forward_strided(&self, x: &[f32], at: Slice, t: usize) -> candle_core::Result<Vec<f32>> {
+        let (stride, offset) = (at.stride, at.offset);
         let rows = x.len() / stride;
         let cols: std::borrow::Cow<[f32]> = if self.k == 1 && stride == self.c_in {
             // A 1-wide kernel reads the input as it is.
@@ -264,18 +277,12 @@ impl Tdnn {
     }
 
     fn forward(&self, x: &[f32], t: usize) -> candle_core::Result<Vec<f32>> {
-        self.forward_strided(x, self.conv.c_in, 0, t)
+        self.forward_strided(x, Slice::whole(self.conv.c_in), t)
     }
 
     /// [`Conv::forward_strided`], then ReLU and batch norm.
-    fn forward_strided(
-        &self,
-        x: &[f32],
-        stride: usize,
-        offset: usize,
-        t: usize,
-    ) -> candle_core::Result<Vec<f32>> {
-        let mut y = self.conv.forward_strided(x, stride, offset, t)?;
+    fn forward_strided(&self, x: &[f32], at: Slice, t: usize) -> candle_core::Result<Vec<f32>> {
+        let mut y = self.conv.forward_strided(x, at, t)?;
         self.norm.apply(&mut y, true);
         Ok(y)
     }
@@ -407,7 +414,11 @@ impl SeRes2Net {
                             .for_each(|(a, b)| *a += b);
                     });
             }
-            let yi = self.res[i - 1].forward_strided(&h, CHANNELS, i * g, t)?;
+            let at = Slice {
+                stride: CHANNELS,
+                offset: i * g,
+            };
+            let yi = self.res[i - 1].forward_strided(&h, at, t)?;
             h.par_chunks_exact_mut(CHANNELS)
                 .zip(yi.par_chunks_exact(g))
                 .for_each(|(row, y)| row[cols.clone()].copy_from_slice(y));
