@@ -424,7 +424,6 @@ impl SeRes2Net {
                 .for_each(|(row, y)| row[cols.clone()].copy_from_slice(y));
             prev = yi;
         }
-        debug_assert_eq!(h.len(), rows * CHANNELS);
         let mut y = self.tdnn2.forward(&h, t)?;
         // Squeeze-excitation per window.
         let windows = rows / t;
