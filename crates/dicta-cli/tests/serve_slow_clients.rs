@@ -201,7 +201,13 @@ fn a_stalled_or_trickled_body_gets_408() {
 #[test]
 fn a_flood_of_idle_connections_leaves_health_answering() {
     let Some(model) = model_dir() else { return };
-    let server = Server::start(&model, &["--max-connections", "64"]);
+    // The flood takes 20–30 s here (the kernel drops SYNs whenever the accept queue is full,
+    // and the client retries them a second later), so the half-sent body gets more than the
+    // default 30 s before it counts as stalled.
+    let server = Server::start(
+        &model,
+        &["--max-connections", "64", "--body-timeout-s", "120"],
+    );
     let a = addr(&server);
 
     // A request in flight: one second of silence as raw PCM, the second half sent later.

@@ -562,12 +562,28 @@ mod tests {
         server.await.unwrap();
     }
 
-    /// An evicted connection that is between requests closes at once: idle after a
-    /// response, or part way through sending a request head.
+    /// An evicted connection that is between requests closes at once: fresh (nothing sent),
+    /// idle after a response, or part way through sending a request head.
     #[tokio::test]
     async fn an_evicted_connection_between_requests_closes_at_once() {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let router = Router::new().route("/", axum::routing::get(|| async { "ok" }));
+        {
+            // Fresh: hyper has not seen a request on it yet.
+            let (addr, evict, _busy, server) = one_connection(router.clone()).await;
+            let mut client = tokio::net::TcpStream::connect(addr).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let started = std::time::Instant::now();
+            evict.notify_one();
+            let rest = read_until_closed(&mut client).await;
+            assert!(rest.is_empty(), "fresh: {rest:?}");
+            assert!(
+                started.elapsed() < Duration::from_secs(2),
+                "fresh: {:?}",
+                started.elapsed()
+            );
+            server.await.unwrap();
+        }
         for partial_head in [false, true] {
             let (addr, evict, _busy, server) = one_connection(router.clone()).await;
             let mut client = tokio::net::TcpStream::connect(addr).await.unwrap();
