@@ -90,29 +90,55 @@ pub struct Bound {
     cfg: ServerConfig,
 }
 
+/// Connections the kernel may queue for `accept` (Linux caps it at `net.core.somaxconn`).
+/// tokio's `TcpListener::bind` asks for 1024: a burst of connects beyond what the accept loop
+/// has taken then has its SYNs dropped, and each such client waits a second to retry.
+const BACKLOG: u32 = 4096;
+
+/// A listener on the first address `host:port` resolves to, with [`BACKLOG`] (and
+/// `SO_REUSEADDR` on Unix, as tokio's `bind` sets it).
+async fn listen(host: &str, port: u16) -> std::io::Result<tokio::net::TcpListener> {
+    let mut last = None;
+    for addr in tokio::net::lookup_host((host, port)).await? {
+        let socket = if addr.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
+        #[cfg(unix)]
+        socket.set_reuseaddr(true)?;
+        match socket.bind(addr).and_then(|()| socket.listen(BACKLOG)) {
+            Ok(l) => return Ok(l),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "the host resolves to no address",
+        )
+    }))
+}
+
 /// Validates `cfg` and binds `host:port`.
 pub async fn bind(cfg: ServerConfig) -> Result<Bound> {
     cfg.validate()?;
-    let listener = tokio::net::TcpListener::bind((cfg.host.as_str(), cfg.port))
-        .await
-        .map_err(|e| {
-            Error::new(
-                ErrorKind::Io,
-                format!("cannot bind {}:{}: {e}", cfg.host, cfg.port),
-            )
-        })?;
+    let listener = listen(&cfg.host, cfg.port).await.map_err(|e| {
+        Error::new(
+            ErrorKind::Io,
+            format!("cannot bind {}:{}: {e}", cfg.host, cfg.port),
+        )
+    })?;
     let addr = listener.local_addr()?;
     let grpc = match cfg.grpc_port {
         None => None,
         Some(port) => {
-            let l = tokio::net::TcpListener::bind((cfg.host.as_str(), port))
-                .await
-                .map_err(|e| {
-                    Error::new(
-                        ErrorKind::Io,
-                        format!("cannot bind the gRPC port {}:{port}: {e}", cfg.host),
-                    )
-                })?;
+            let l = listen(&cfg.host, port).await.map_err(|e| {
+                Error::new(
+                    ErrorKind::Io,
+                    format!("cannot bind the gRPC port {}:{port}: {e}", cfg.host),
+                )
+            })?;
             let a = l.local_addr()?;
             Some((l, a))
         }
