@@ -480,9 +480,9 @@ fn attend_head_body<const FMA: bool>(
 }
 
 /// Dot product with eight partial sums (vectorises; the order differs from a plain loop by
-/// float rounding only).
+/// float rounding only), the lanes' products fused into their sums when `FMA`.
 #[inline(always)]
-fn dot<const FMA: bool>(a: &[f32], b: &[f32]) -> f32 {
+pub(crate) fn dot<const FMA: bool>(a: &[f32], b: &[f32]) -> f32 {
     let mut acc = [0f32; 8];
     let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
     let tail: f32 = ca

@@ -21,6 +21,7 @@ use std::path::Path;
 use candle_core::{DType, Device, Tensor};
 use dicta_core::{Error, Result};
 
+use crate::kernels::dot;
 use crate::kernels::int8::{matmul_i8, PackedI8};
 use crate::layers::{reflect, sigmoid};
 use rayon::prelude::*;
@@ -75,6 +76,34 @@ impl Slice {
             offset: 0,
         }
     }
+}
+
+/// `rows` rows of `parts` pieces of `len` values each: piece `j` of row `r` is the first `len`
+/// values of `part(r, j)`. Written in parallel straight into the allocation: zero-filling it
+/// first was a single-threaded memset on the critical path (≈ 3% of a diarization run).
+fn gather_rows<'a>(
+    rows: usize,
+    parts: usize,
+    len: usize,
+    part: impl Fn(usize, usize) -> &'a [f32] + Sync,
+) -> Vec<f32> {
+    let row_len = parts * len;
+    let mut out: Vec<f32> = Vec::with_capacity(rows * row_len);
+    out.spare_capacity_mut()[..rows * row_len]
+        .par_chunks_mut(row_len.max(1))
+        .enumerate()
+        .for_each(|(r, dst)| {
+            for (j, dst) in dst.chunks_exact_mut(len).enumerate() {
+                // Slicing to `len` panics on a short piece, so every element gets written.
+                for (d, &v) in dst.iter_mut().zip(&part(r, j)[..len]) {
+                    d.write(v);
+                }
+            }
+        });
+    // SAFETY: each of the `rows` chunks of `row_len = parts · len` values was split into
+    // `parts` pieces of `len`, and each piece was written from a slice of exactly `len`.
+    unsafe { out.set_len(rows * row_len) };
+    out
 }
 
 /// A conv as a matmul over (tap, c_in) columns: float32 weights, and optionally the same
@@ -175,28 +204,11 @@ impl Conv {
         } else {
             // (A 1-wide kernel over a slice of the channels is the same gather.)
             let pad = self.dilation * (self.k - 1) / 2;
-            let kc = self.k * self.c_in;
-            // Written in parallel straight into the allocation: zero-filling it first was a
-            // single-threaded memset on the critical path (≈ 3% of a diarization run).
-            let mut cols: Vec<f32> = Vec::with_capacity(rows * kc);
-            cols.spare_capacity_mut()[..rows * kc]
-                .par_chunks_mut(kc)
-                .enumerate()
-                .for_each(|(r, dst)| {
-                    let (win, ti) = (r / t, r % t);
-                    for j in 0..self.k {
-                        let src =
-                            reflect(ti as isize + (j * self.dilation) as isize - pad as isize, t);
-                        let s = &x[(win * t + src) * stride + offset..][..self.c_in];
-                        for (d, &v) in dst[j * self.c_in..(j + 1) * self.c_in].iter_mut().zip(s) {
-                            d.write(v);
-                        }
-                    }
-                });
-            // SAFETY: every row's chunk of `kc = k · c_in` values was written above, `c_in`
-            // values for each of the `k` taps, so all `rows · kc` elements are initialised.
-            unsafe { cols.set_len(rows * kc) };
-            std::borrow::Cow::Owned(cols)
+            std::borrow::Cow::Owned(gather_rows(rows, self.k, self.c_in, |r, j| {
+                let (win, ti) = (r / t, r % t);
+                let src = reflect(ti as isize + (j * self.dilation) as isize - pad as isize, t);
+                &x[(win * t + src) * stride + offset..]
+            }))
         };
         if let Some(q) = &self.q {
             // Zeroed on both threads (the product overwrites every value).
@@ -331,7 +343,7 @@ impl ContextTdnn {
                     .chunks_exact(mean.len() + std.len())
                     .map(|w| {
                         let (wm, ws) = w.split_at(mean.len());
-                        dot(wm, mean) + dot(ws, std)
+                        dot::<false>(wm, mean) + dot::<false>(ws, std)
                     })
                     .collect()
             })
@@ -343,10 +355,6 @@ impl ContextTdnn {
         self.norm.apply(&mut y, true);
         Ok(y)
     }
-}
-
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(a, b)| a * b).sum()
 }
 
 struct SeRes2Net {
@@ -532,20 +540,10 @@ impl Ecapa {
         drop(x);
         let x2 = self.blocks[1].forward(&x1, t)?;
         let x3 = self.blocks[2].forward(&x2, t)?;
-        // The three outputs side by side, written in parallel straight into the allocation.
-        let mut cat: Vec<f32> = Vec::with_capacity(rows * MFA);
-        cat.spare_capacity_mut()[..rows * MFA]
-            .par_chunks_mut(MFA)
-            .enumerate()
-            .for_each(|(r, dst)| {
-                for (part, src) in dst.chunks_exact_mut(CHANNELS).zip([&x1, &x2, &x3]) {
-                    for (d, &v) in part.iter_mut().zip(&src[r * CHANNELS..(r + 1) * CHANNELS]) {
-                        d.write(v);
-                    }
-                }
-            });
-        // SAFETY: every row's `MFA = 3 · CHANNELS` values were written above.
-        unsafe { cat.set_len(rows * MFA) };
+        // The three outputs side by side.
+        let cat = gather_rows(rows, 3, CHANNELS, |r, j| {
+            &[&x1, &x2, &x3][j][r * CHANNELS..]
+        });
         drop((x1, x2, x3));
         let x = self.mfa.forward(&cat, t)?;
         drop(cat);

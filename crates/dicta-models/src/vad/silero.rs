@@ -17,6 +17,7 @@
 use candle_core::{Device, Tensor};
 use dicta_core::{Error, Result};
 
+use crate::kernels::dot;
 use crate::layers::{reflect, sigmoid};
 use crate::ort::OrtModel;
 
@@ -280,7 +281,7 @@ impl SileroVad {
         let mut g = vec![0f32; 4 * HIDDEN];
         for gx in gates_x.chunks_exact(4 * HIDDEN) {
             for ((out, w), x) in g.iter_mut().zip(self.w_hh.chunks_exact(HIDDEN)).zip(gx) {
-                *out = x + dot(w, &state.h);
+                *out = x + dot::<false>(w, &state.h);
             }
             let (gi, rest) = g.split_at(HIDDEN);
             let (go, rest) = rest.split_at(HIDDEN);
@@ -340,17 +341,6 @@ fn transpose(v: &[f32], rows: usize, cols: usize) -> Vec<f32> {
         }
     }
     out
-}
-
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    // Eight partial sums so the compiler vectorises the loop.
-    let mut acc = [0f32; 8];
-    for (ca, cb) in a.chunks_exact(8).zip(b.chunks_exact(8)) {
-        for j in 0..8 {
-            acc[j] += ca[j] * cb[j];
-        }
-    }
-    acc.iter().sum()
 }
 
 fn candle_err(e: candle_core::Error) -> Error {
