@@ -56,7 +56,7 @@ def main():
     lj, rest = long_pool()
     sizes = {"4min": (235.0, lj + rest), "10min": (600.0, lj + rest + lj[::-1]),
              "espeak10min": (600.0, None),
-             # Recordings of one to two minutes, where lanes are shorter than a window.
+             # Recordings of one to two minutes: one or two lanes in the batched mode.
              "1min": (60.0, lj), "1min-rest": (60.0, rest), "2min": (120.0, rest + lj),
              "espeak1min": (60.0, None), "espeak2min": (120.0, None)}
     real = {r["id"]: r for r in load_manifest() if r["category"] == "long_form" and r.get("text")}

@@ -9,8 +9,9 @@
 //!   request context) and its connection;
 //! - a cap on open connections (`max_connections`): at the cap a new connection closes the
 //!   oldest idle one (no request in flight, no response body still being sent; one that a
-//!   request reached meanwhile answers it, then closes), so a flood of idle sockets cannot lock out `/health`; with none idle the new
-//!   one is refused at once (the kernel's backlog does not fill up behind it).
+//!   request reached meanwhile answers it, then closes), so a flood of idle sockets cannot
+//!   lock out `/health`; with none idle the new one is refused at once (the kernel's backlog
+//!   does not fill up behind it).
 //!
 //! Shutdown is graceful as with `axum::serve`: no new connections, in-flight requests finish,
 //! idle connections close.

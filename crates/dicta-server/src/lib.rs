@@ -95,8 +95,8 @@ pub struct Bound {
 /// has taken then has its SYNs dropped, and each such client waits a second to retry.
 const BACKLOG: u32 = 4096;
 
-/// A listener on the first address `host:port` resolves to, with [`BACKLOG`] (and
-/// `SO_REUSEADDR` on Unix, as tokio's `bind` sets it).
+/// A listener on the first address `host:port` resolves to that binds (as tokio's `bind`
+/// tries them), with [`BACKLOG`] and, on Unix, `SO_REUSEADDR` (as tokio's `bind` sets it).
 async fn listen(host: &str, port: u16) -> std::io::Result<tokio::net::TcpListener> {
     let mut last = None;
     for addr in tokio::net::lookup_host((host, port)).await? {
