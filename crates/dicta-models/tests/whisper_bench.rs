@@ -212,10 +212,24 @@ fn whisper_fp32_vs_int8() {
 }
 
 /// Decode steps only (8 rows, or `DICTA_BENCH_ROWS`; one encoded window repeated), for profiling
-/// with `perf`.
+/// with `perf`, in a pool of `DICTA_BENCH_THREADS` workers (2) as the engine runs its calls:
+/// from the test's own thread, rayon's global pool would leave that thread waiting beside its
+/// workers, and scheduler work from their spinning was a quarter of a 3-row step's samples.
 #[test]
 #[ignore = "timing report; run explicitly"]
 fn decode_steps_profile() {
+    let threads: usize = std::env::var("DICTA_BENCH_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2);
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .expect("a thread pool")
+        .install(decode_steps_in_pool);
+}
+
+fn decode_steps_in_pool() {
     use dicta_models::whisper::{ComputeType, LoadOptions, Whisper};
     let Some(dir) = model_dir() else { return };
     // DICTA_BENCH_CT=int8|float32 runs one compute type (for `perf record`).
