@@ -1,0 +1,140 @@
+//! The int8 micro-kernels: an `MR`-row × `NR`-channel tile of exact `i32` sums of shifted
+//! `u8` activations times packed `i8` weights, per dispatch level (AVX-512 VNNI, AVX-VNNI, and
+//! the scalar reference every level equals bit for bit).
+
+use super::{PackedI8, MR, NR, PANEL};
+
+/// The reference: the same sums in plain Rust.
+pub(super) fn tile_scalar(
+    a: &[u8],
+    w: &PackedI8,
+    p: usize,
+    rows: usize,
+    tile: &mut [[i32; NR]; MR],
+) {
+    let groups = w.k4 / 4;
+    for (i, acc) in tile.iter_mut().enumerate().take(rows) {
+        let row = &a[i * w.k4..(i + 1) * w.k4];
+        for (half, accs) in acc.chunks_exact_mut(PANEL).enumerate() {
+            let panel =
+                &w.data[(p + half) * groups * PANEL * 4..(p + half + 1) * groups * PANEL * 4];
+            accs.fill(0);
+            for g in 0..groups {
+                let av = &row[g * 4..g * 4 + 4];
+                let wg = &panel[g * PANEL * 4..(g + 1) * PANEL * 4];
+                for (lane, s) in accs.iter_mut().enumerate() {
+                    let wl = &wg[lane * 4..lane * 4 + 4];
+                    *s += (0..4)
+                        .map(|t| i32::from(av[t]) * i32::from(wl[t]))
+                        .sum::<i32>();
+                }
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+pub(super) unsafe fn tile_avx512<const R: usize>(
+    a: &[u8],
+    w: &PackedI8,
+    p: usize,
+    tile: &mut [[i32; NR]; MR],
+) {
+    use std::arch::x86_64::*;
+    let k4 = w.k4;
+    let ap = a.as_ptr();
+    // One row (a greedy decoder step, the vocabulary projection above all): two
+    // accumulators per panel, even and odd k-groups, so that four independent `vpdpbusd`
+    // chains hide its latency instead of two (the weights stream from cache; 10-15% faster
+    // on an L3-resident 51,864 × 384 projection, best of 12 interleaved runs). The sums are
+    // exact integers, so the order does not change them.
+    if R == 1 {
+        let groups = k4 / 4;
+        let mut s = [_mm512_setzero_si512(); 4];
+        let mut g = 0;
+        while g + 2 <= groups {
+            let a0 = _mm512_set1_epi32((ap.add(g * 4) as *const i32).read_unaligned());
+            let a1 = _mm512_set1_epi32((ap.add(g * 4 + 4) as *const i32).read_unaligned());
+            s[0] = _mm512_dpbusd_epi32(s[0], a0, _mm512_loadu_si512(w.group(p, g) as *const _));
+            s[1] = _mm512_dpbusd_epi32(s[1], a0, _mm512_loadu_si512(w.group(p + 1, g) as *const _));
+            s[2] = _mm512_dpbusd_epi32(s[2], a1, _mm512_loadu_si512(w.group(p, g + 1) as *const _));
+            s[3] = _mm512_dpbusd_epi32(
+                s[3],
+                a1,
+                _mm512_loadu_si512(w.group(p + 1, g + 1) as *const _),
+            );
+            g += 2;
+        }
+        if g < groups {
+            let a0 = _mm512_set1_epi32((ap.add(g * 4) as *const i32).read_unaligned());
+            s[0] = _mm512_dpbusd_epi32(s[0], a0, _mm512_loadu_si512(w.group(p, g) as *const _));
+            s[1] = _mm512_dpbusd_epi32(s[1], a0, _mm512_loadu_si512(w.group(p + 1, g) as *const _));
+        }
+        let t = &mut tile[0];
+        _mm512_storeu_si512(t.as_mut_ptr() as *mut _, _mm512_add_epi32(s[0], s[2]));
+        _mm512_storeu_si512(
+            t.as_mut_ptr().add(PANEL) as *mut _,
+            _mm512_add_epi32(s[1], s[3]),
+        );
+        return;
+    }
+    let mut acc = [[_mm512_setzero_si512(); 2]; R];
+    for g in 0..k4 / 4 {
+        let b0 = _mm512_loadu_si512(w.group(p, g) as *const _);
+        let b1 = _mm512_loadu_si512(w.group(p + 1, g) as *const _);
+        for (i, acc) in acc.iter_mut().enumerate() {
+            let av = _mm512_set1_epi32((ap.add(i * k4 + g * 4) as *const i32).read_unaligned());
+            acc[0] = _mm512_dpbusd_epi32(acc[0], av, b0);
+            acc[1] = _mm512_dpbusd_epi32(acc[1], av, b1);
+        }
+    }
+    for (t, acc) in tile.iter_mut().zip(&acc) {
+        _mm512_storeu_si512(t.as_mut_ptr() as *mut _, acc[0]);
+        _mm512_storeu_si512(t.as_mut_ptr().add(PANEL) as *mut _, acc[1]);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,avxvnni")]
+pub(super) unsafe fn tile_avxvnni<const R: usize>(
+    a: &[u8],
+    w: &PackedI8,
+    p: usize,
+    tile: &mut [[i32; NR]; MR],
+) {
+    use std::arch::x86_64::*;
+    let k4 = w.k4;
+    let ap = a.as_ptr();
+    // 16 ymm registers: up to four rows × four 8-channel quarters at a time.
+    const { assert!(R <= 4 || R == MR) };
+    let (passes, per_pass) = if R <= 4 { (1, R) } else { (2, 4) };
+    for half_rows in 0..passes {
+        let mut acc = [[_mm256_setzero_si256(); 4]; 4];
+        let acc = &mut acc[..per_pass];
+        for g in 0..k4 / 4 {
+            let g0 = w.group(p, g);
+            let g1 = w.group(p + 1, g);
+            let b = [
+                _mm256_loadu_si256(g0 as *const _),
+                _mm256_loadu_si256(g0.add(32) as *const _),
+                _mm256_loadu_si256(g1 as *const _),
+                _mm256_loadu_si256(g1.add(32) as *const _),
+            ];
+            for (i, acc) in acc.iter_mut().enumerate() {
+                let row = half_rows * (MR / 2) + i;
+                let av =
+                    _mm256_set1_epi32((ap.add(row * k4 + g * 4) as *const i32).read_unaligned());
+                for q in 0..4 {
+                    acc[q] = _mm256_dpbusd_avx_epi32(acc[q], av, b[q]);
+                }
+            }
+        }
+        for (i, acc) in acc.iter().enumerate() {
+            let t = &mut tile[half_rows * (MR / 2) + i];
+            for (q, v) in acc.iter().enumerate() {
+                _mm256_storeu_si256(t.as_mut_ptr().add(q * 8) as *mut _, *v);
+            }
+        }
+    }
+}
