@@ -9,6 +9,7 @@ mod cache;
 mod config;
 mod convert;
 mod ct2;
+mod encoder;
 mod hf;
 mod model;
 pub(crate) mod quant;
@@ -23,7 +24,8 @@ pub use tokenizer::WhisperTokenizer;
 
 use candle_core::{Device, Tensor};
 use dicta_core::{Error, Result};
-use model::{ce, Decoder, Encoder};
+use encoder::Encoder;
+use model::{ce, Decoder};
 use std::path::Path;
 
 /// On-disk layout a model was loaded from.

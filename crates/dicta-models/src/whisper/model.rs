@@ -1,4 +1,5 @@
-//! Whisper encoder and decoder layers on candle, with an external, batch-aware decoder cache.
+//! Whisper's decoder on candle, with an external, batch-aware decoder cache, and the weight
+//! loading both halves share (the encoder is in [`super::encoder`]).
 //!
 //! Weights arrive as a map in Hugging Face names (see [`WeightMap`]); both the CTranslate2 and the HF
 //! loader produce it. At build time q/k/v are fused (one matmul per attention) and the attention scale
@@ -8,8 +9,8 @@ use super::config::WhisperConfig;
 use super::quant::{ComputeType, Linear};
 use crate::kernels;
 use crate::kernels::cross_f16::{blocked_len, put_key, KEY_BLOCK};
-use candle_core::{DType, Device, IndexOp, Module, Tensor};
-use candle_nn::{Conv1d, Conv1dConfig, LayerNorm};
+use candle_core::{DType, Device, Module, Tensor};
+use candle_nn::LayerNorm;
 use dicta_core::{Error, Result};
 use std::collections::HashMap;
 
@@ -26,7 +27,7 @@ pub(crate) struct WeightMap {
 
 impl WeightMap {
     /// Removes `name`, checks its shape, and returns it as f32 on `dev`.
-    fn take(&mut self, name: &str, shape: &[usize], dev: &Device) -> Result<Tensor> {
+    pub(super) fn take(&mut self, name: &str, shape: &[usize], dev: &Device) -> Result<Tensor> {
         let t = self.tensors.remove(name).ok_or_else(|| {
             Error::model_load(format!(
                 "{}: variable {name} is missing; the file is incomplete or not a Whisper checkpoint",
@@ -77,7 +78,7 @@ fn to_f32(t: &Tensor) -> candle_core::Result<Tensor> {
     t.to_dtype(DType::F32)
 }
 
-fn linear(
+pub(super) fn linear(
     wm: &mut WeightMap,
     p: &str,
     i: usize,
@@ -95,9 +96,9 @@ fn linear(
 }
 
 /// Whisper's layer-norm epsilon.
-const LN_EPS: f64 = 1e-5;
+pub(super) const LN_EPS: f64 = 1e-5;
 
-fn layer_norm(wm: &mut WeightMap, p: &str, d: usize, dev: &Device) -> Result<LayerNorm> {
+pub(super) fn layer_norm(wm: &mut WeightMap, p: &str, d: usize, dev: &Device) -> Result<LayerNorm> {
     let w = wm.take(&format!("{p}.weight"), &[d], dev)?;
     let b = wm.take(&format!("{p}.bias"), &[d], dev)?;
     Ok(LayerNorm::new(w, b, LN_EPS))
@@ -105,7 +106,7 @@ fn layer_norm(wm: &mut WeightMap, p: &str, d: usize, dev: &Device) -> Result<Lay
 
 /// Loads q/k/v projections of `p` as one fused [3d, d] layer (k has no bias in Whisper) with the
 /// 1/√head_dim attention scale folded into q. `parts` selects which of q, k, v to fuse.
-fn fused_proj(
+pub(super) fn fused_proj(
     wm: &mut WeightMap,
     p: &str,
     d: usize,
@@ -155,182 +156,41 @@ fn merge_heads(x: &Tensor) -> candle_core::Result<Tensor> {
     x.transpose(1, 2)?.reshape((n, t, h * dh))
 }
 
-struct Mlp {
+pub(super) struct Mlp {
     fc1: Linear,
     fc2: Linear,
 }
 
 impl Mlp {
-    fn load(wm: &mut WeightMap, p: &str, d: usize, ffn: usize, dev: &Device) -> Result<Self> {
+    pub(super) fn load(
+        wm: &mut WeightMap,
+        p: &str,
+        d: usize,
+        ffn: usize,
+        dev: &Device,
+    ) -> Result<Self> {
         Ok(Self {
             fc1: linear(wm, &format!("{p}.fc1"), d, ffn, true, dev)?,
             fc2: linear(wm, &format!("{p}.fc2"), ffn, d, true, dev)?,
         })
     }
-    fn quantize(self, ct: ComputeType) -> Result<Self> {
+    pub(super) fn quantize(self, ct: ComputeType) -> Result<Self> {
         Ok(Self {
             fc1: self.fc1.quantize(ct).map_err(ce)?,
             fc2: self.fc2.quantize(ct).map_err(ce)?,
         })
     }
-    fn packed(self) -> Result<Self> {
+    pub(super) fn packed(self) -> Result<Self> {
         Ok(Self {
             fc1: self.fc1.packed().map_err(ce)?,
             fc2: self.fc2.packed().map_err(ce)?,
         })
     }
-    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+    pub(super) fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         if let Some(y) = super::quant::int8_mlp(&self.fc1, &self.fc2, x)? {
             return Ok(y);
         }
         self.fc2.forward(&kernels::gelu_erf(&self.fc1.forward(x)?)?)
-    }
-}
-
-struct EncoderLayer {
-    ln1: LayerNorm,
-    qkv: Linear,
-    out: Linear,
-    ln2: LayerNorm,
-    mlp: Mlp,
-    n_head: usize,
-    /// Attention scores on the byte kernels too (compute type int8 on the CPU).
-    int8_attention: bool,
-}
-
-impl EncoderLayer {
-    /// x: [N, T, d] → [N, T, d].
-    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
-        let h = self.norm(&self.ln1, x)?;
-        // Views of the fused [N, T, 3·d] projection: the kernel reads them through their strides.
-        let qkv = self.qkv.forward(&h)?;
-        let (n, t, d3) = qkv.dims3()?;
-        let dh = d3 / 3 / self.n_head;
-        let qkv = qkv.reshape((n, t, 3, self.n_head, dh))?;
-        let part = |i: usize| qkv.i((.., .., i))?.transpose(1, 2);
-        let attend = if self.int8_attention {
-            kernels::attention::self_attention_int8
-        } else {
-            kernels::attention::self_attention
-        };
-        let a = attend(&part(0)?, &part(1)?, &part(2)?)?;
-        let x = (x + self.out.forward(&a)?)?;
-        let h = self.norm(&self.ln2, &x)?;
-        x + self.mlp.forward(&h)?
-    }
-
-    /// The int8 compute type's layer norm is the vectorised kernel; float32 keeps candle's
-    /// (the token-parity reference).
-    fn norm(&self, ln: &LayerNorm, x: &Tensor) -> candle_core::Result<Tensor> {
-        match (self.int8_attention, ln.bias()) {
-            (true, Some(b)) => kernels::norm::layer_norm(x, ln.weight(), b, LN_EPS as f32),
-            _ => ln.forward(x),
-        }
-    }
-}
-
-/// Whisper's audio encoder.
-pub(crate) struct Encoder {
-    conv1: Conv1d,
-    conv2: Conv1d,
-    /// The convolutions on Dicta's panel kernel (compute type int8 on the CPU).
-    fast_stem: Option<super::stem::Stem>,
-    /// [n_audio_ctx, d]
-    pos: Tensor,
-    layers: Vec<EncoderLayer>,
-    ln_post: LayerNorm,
-}
-
-impl Encoder {
-    /// Loads the encoder; with `ct` = int8 every linear layer is quantized (Dicta's VNNI kernel
-    /// runs these compute-bound matmuls 2–3× faster than the f32 gemm).
-    pub fn load(
-        wm: &mut WeightMap,
-        c: &WhisperConfig,
-        dev: &Device,
-        ct: ComputeType,
-    ) -> Result<Self> {
-        let q = |l: Linear| l.quantize(ct).and_then(Linear::packed).map_err(ce);
-        let d = c.n_audio_state;
-        let conv = |wm: &mut WeightMap, p: &str, i: usize, stride: usize| -> Result<Conv1d> {
-            let w = wm.take(&format!("{p}.weight"), &[d, i, 3], dev)?;
-            let b = wm.take(&format!("{p}.bias"), &[d], dev)?;
-            let cfg = Conv1dConfig {
-                padding: 1,
-                stride,
-                ..Default::default()
-            };
-            Ok(Conv1d::new(w, Some(b), cfg))
-        };
-        let conv1 = conv(wm, "model.encoder.conv1", c.n_mels, 1)?;
-        let conv2 = conv(wm, "model.encoder.conv2", d, 2)?;
-        let fast_stem = if int8_on_cpu(ct, dev) {
-            Some(super::stem::Stem::new(&conv1, &conv2)?)
-        } else {
-            None
-        };
-        let pos = wm.take(
-            "model.encoder.embed_positions.weight",
-            &[c.n_audio_ctx, d],
-            dev,
-        )?;
-        let mut layers = Vec::with_capacity(c.n_audio_layer);
-        for i in 0..c.n_audio_layer {
-            let p = format!("model.encoder.layers.{i}");
-            layers.push(EncoderLayer {
-                ln1: layer_norm(wm, &format!("{p}.self_attn_layer_norm"), d, dev)?,
-                qkv: q(fused_proj(
-                    wm,
-                    &format!("{p}.self_attn"),
-                    d,
-                    c.n_audio_head,
-                    &["q", "k", "v"],
-                    dev,
-                )?)?,
-                out: q(linear(
-                    wm,
-                    &format!("{p}.self_attn.out_proj"),
-                    d,
-                    d,
-                    true,
-                    dev,
-                )?)?,
-                ln2: layer_norm(wm, &format!("{p}.final_layer_norm"), d, dev)?,
-                mlp: Mlp::load(wm, &p, d, c.n_audio_ffn, dev)?
-                    .quantize(ct)?
-                    .packed()?,
-                n_head: c.n_audio_head,
-                int8_attention: int8_on_cpu(ct, dev),
-            });
-        }
-        let ln_post = layer_norm(wm, "model.encoder.layer_norm", d, dev)?;
-        Ok(Self {
-            conv1,
-            conv2,
-            fast_stem,
-            pos,
-            layers,
-            ln_post,
-        })
-    }
-
-    /// mel: [N, n_mels, 2·n_audio_ctx] → [N, n_audio_ctx, d].
-    pub fn forward(&self, mel: &Tensor) -> candle_core::Result<Tensor> {
-        let x = match &self.fast_stem {
-            Some(stem) => stem.forward(mel)?,
-            None => {
-                let x = kernels::gelu_erf(&self.conv1.forward(mel)?)?;
-                kernels::gelu_erf(&self.conv2.forward(&x)?)?.transpose(1, 2)?
-            }
-        };
-        let mut x = x.broadcast_add(&self.pos)?;
-        for l in &self.layers {
-            x = l.forward(&x)?;
-        }
-        match self.layers.first() {
-            Some(l) => l.norm(&self.ln_post, &x),
-            None => self.ln_post.forward(&x),
-        }
     }
 }
 
@@ -792,7 +652,7 @@ fn kv_to_f16_heads(
 /// The int8 compute type on the CPU: where the encoder's attention scores run in int8 and the
 /// cross-attention K/V are stored in f16 (Dicta's own kernels). Float32, and every other
 /// device, keep candle's sums, which the faster-whisper parity of the float32 path rests on.
-fn int8_on_cpu(ct: ComputeType, dev: &Device) -> bool {
+pub(super) fn int8_on_cpu(ct: ComputeType, dev: &Device) -> bool {
     ct == ComputeType::Int8 && dev.is_cpu()
 }
 
