@@ -3,7 +3,7 @@
 //! linear layer is quantized and the attention and stem run on Dicta's kernels.
 
 use super::config::WhisperConfig;
-use super::model::{ce, fused_proj, int8_on_cpu, layer_norm, linear, Mlp, WeightMap, LN_EPS};
+use super::model::{int8_on_cpu, layer_norm, out_proj, packed_fused, Mlp, WeightMap, LN_EPS};
 use super::quant::{ComputeType, Linear};
 use crate::kernels;
 use candle_core::{Device, IndexOp, Module, Tensor};
@@ -73,7 +73,6 @@ impl Encoder {
         dev: &Device,
         ct: ComputeType,
     ) -> Result<Self> {
-        let q = |l: Linear| l.quantize(ct).and_then(Linear::packed).map_err(ce);
         let d = c.n_audio_state;
         let conv = |wm: &mut WeightMap, p: &str, i: usize, stride: usize| -> Result<Conv1d> {
             let w = wm.take(&format!("{p}.weight"), &[d, i, 3], dev)?;
@@ -102,26 +101,17 @@ impl Encoder {
             let p = format!("model.encoder.layers.{i}");
             layers.push(EncoderLayer {
                 ln1: layer_norm(wm, &format!("{p}.self_attn_layer_norm"), d, dev)?,
-                qkv: q(fused_proj(
+                qkv: packed_fused(
                     wm,
                     &format!("{p}.self_attn"),
-                    d,
-                    c.n_audio_head,
+                    (d, c.n_audio_head),
                     &["q", "k", "v"],
+                    ct,
                     dev,
-                )?)?,
-                out: q(linear(
-                    wm,
-                    &format!("{p}.self_attn.out_proj"),
-                    d,
-                    d,
-                    true,
-                    dev,
-                )?)?,
+                )?,
+                out: out_proj(wm, &format!("{p}.self_attn"), d, ct, dev)?,
                 ln2: layer_norm(wm, &format!("{p}.final_layer_norm"), d, dev)?,
-                mlp: Mlp::load(wm, &p, d, c.n_audio_ffn, dev)?
-                    .quantize(ct)?
-                    .packed()?,
+                mlp: Mlp::load_packed(wm, &p, (d, c.n_audio_ffn), ct, dev)?,
                 n_head: c.n_audio_head,
                 int8_attention: int8_on_cpu(ct, dev),
             });

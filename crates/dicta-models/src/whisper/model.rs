@@ -78,7 +78,7 @@ fn to_f32(t: &Tensor) -> candle_core::Result<Tensor> {
     t.to_dtype(DType::F32)
 }
 
-pub(super) fn linear(
+fn linear(
     wm: &mut WeightMap,
     p: &str,
     i: usize,
@@ -106,7 +106,7 @@ pub(super) fn layer_norm(wm: &mut WeightMap, p: &str, d: usize, dev: &Device) ->
 
 /// Loads q/k/v projections of `p` as one fused [3d, d] layer (k has no bias in Whisper) with the
 /// 1/√head_dim attention scale folded into q. `parts` selects which of q, k, v to fuse.
-pub(super) fn fused_proj(
+fn fused_proj(
     wm: &mut WeightMap,
     p: &str,
     d: usize,
@@ -137,6 +137,35 @@ pub(super) fn fused_proj(
         Some(Tensor::cat(&bs, 0).map_err(ce)?),
     )
     .map_err(ce)
+}
+
+/// A linear layer quantized to `ct` and packed for its kernel (f32 layers on Dicta's panel
+/// kernel, int8 ones as they are).
+pub(super) fn packed(l: Linear, ct: ComputeType) -> Result<Linear> {
+    l.quantize(ct).and_then(Linear::packed).map_err(ce)
+}
+
+/// [`fused_proj`] of `parts` under `p` for heads of `d / n_head`, [`packed`] at `ct`.
+pub(super) fn packed_fused(
+    wm: &mut WeightMap,
+    p: &str,
+    (d, n_head): (usize, usize),
+    parts: &[&str],
+    ct: ComputeType,
+    dev: &Device,
+) -> Result<Linear> {
+    packed(fused_proj(wm, p, d, n_head, parts, dev)?, ct)
+}
+
+/// The `[d, d]` output projection `{p}.out_proj` (with bias), [`packed`] at `ct`.
+pub(super) fn out_proj(
+    wm: &mut WeightMap,
+    p: &str,
+    d: usize,
+    ct: ComputeType,
+    dev: &Device,
+) -> Result<Linear> {
+    packed(linear(wm, &format!("{p}.out_proj"), d, d, true, dev)?, ct)
 }
 
 /// Splits [N, T, k·d] into k contiguous tensors [N, H, T, Dh].
@@ -174,13 +203,23 @@ impl Mlp {
             fc2: linear(wm, &format!("{p}.fc2"), ffn, d, true, dev)?,
         })
     }
-    pub(super) fn quantize(self, ct: ComputeType) -> Result<Self> {
+    /// [`Mlp::load`], quantized to `ct` and packed.
+    pub(super) fn load_packed(
+        wm: &mut WeightMap,
+        p: &str,
+        (d, ffn): (usize, usize),
+        ct: ComputeType,
+        dev: &Device,
+    ) -> Result<Self> {
+        Self::load(wm, p, d, ffn, dev)?.quantize(ct)?.packed()
+    }
+    fn quantize(self, ct: ComputeType) -> Result<Self> {
         Ok(Self {
             fc1: self.fc1.quantize(ct).map_err(ce)?,
             fc2: self.fc2.quantize(ct).map_err(ce)?,
         })
     }
-    pub(super) fn packed(self) -> Result<Self> {
+    fn packed(self) -> Result<Self> {
         Ok(Self {
             fc1: self.fc1.packed().map_err(ce)?,
             fc2: self.fc2.packed().map_err(ce)?,
@@ -233,7 +272,7 @@ impl Decoder {
         ct: ComputeType,
     ) -> Result<Self> {
         // f32 layers on Dicta's panel kernel (int8 layers stay as they are).
-        let q = |l: Linear| l.quantize(ct).and_then(Linear::packed).map_err(ce);
+        let q = |l: Linear| packed(l, ct);
         let d = c.n_text_state;
         let embed = wm.take("model.decoder.embed_tokens.weight", &[c.n_vocab, d], dev)?;
         let proj = if wm.tensors.contains_key("proj_out.weight") {
@@ -261,51 +300,28 @@ impl Decoder {
             let p = format!("model.decoder.layers.{i}");
             layers.push(DecoderLayer {
                 ln1: layer_norm(wm, &format!("{p}.self_attn_layer_norm"), d, dev)?,
-                qkv: q(fused_proj(
+                qkv: packed_fused(
                     wm,
                     &format!("{p}.self_attn"),
-                    d,
-                    h,
+                    (d, h),
                     &["q", "k", "v"],
+                    ct,
                     dev,
-                )?)?,
-                self_out: q(linear(
-                    wm,
-                    &format!("{p}.self_attn.out_proj"),
-                    d,
-                    d,
-                    true,
-                    dev,
-                )?)?,
+                )?,
+                self_out: out_proj(wm, &format!("{p}.self_attn"), d, ct, dev)?,
                 ln2: layer_norm(wm, &format!("{p}.encoder_attn_layer_norm"), d, dev)?,
-                cross_q: q(fused_proj(
+                cross_q: packed_fused(wm, &format!("{p}.encoder_attn"), (d, h), &["q"], ct, dev)?,
+                cross_kv: packed_fused(
                     wm,
                     &format!("{p}.encoder_attn"),
-                    d,
-                    h,
-                    &["q"],
-                    dev,
-                )?)?,
-                cross_kv: q(fused_proj(
-                    wm,
-                    &format!("{p}.encoder_attn"),
-                    d,
-                    h,
+                    (d, h),
                     &["k", "v"],
+                    ct,
                     dev,
-                )?)?,
-                cross_out: q(linear(
-                    wm,
-                    &format!("{p}.encoder_attn.out_proj"),
-                    d,
-                    d,
-                    true,
-                    dev,
-                )?)?,
+                )?,
+                cross_out: out_proj(wm, &format!("{p}.encoder_attn"), d, ct, dev)?,
                 ln3: layer_norm(wm, &format!("{p}.final_layer_norm"), d, dev)?,
-                mlp: Mlp::load(wm, &p, d, c.n_text_ffn, dev)?
-                    .quantize(ct)?
-                    .packed()?,
+                mlp: Mlp::load_packed(wm, &p, (d, c.n_text_ffn), ct, dev)?,
             });
         }
         let ln = layer_norm(wm, "model.decoder.layer_norm", d, dev)?;
