@@ -191,13 +191,7 @@ pub(super) struct Mlp {
 }
 
 impl Mlp {
-    pub(super) fn load(
-        wm: &mut WeightMap,
-        p: &str,
-        d: usize,
-        ffn: usize,
-        dev: &Device,
-    ) -> Result<Self> {
+    fn load(wm: &mut WeightMap, p: &str, d: usize, ffn: usize, dev: &Device) -> Result<Self> {
         Ok(Self {
             fc1: linear(wm, &format!("{p}.fc1"), d, ffn, true, dev)?,
             fc2: linear(wm, &format!("{p}.fc2"), ffn, d, true, dev)?,
