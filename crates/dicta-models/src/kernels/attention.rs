@@ -293,22 +293,16 @@ pub(super) fn softmax_at(level: Level, row: &mut [f32]) {
         Level::Avx512 => unsafe { softmax_avx512(row) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as above.
-        Level::Avx2Fma => unsafe { softmax_avx2(row) },
+        Level::Avx2Fma => unsafe { super::math::softmax_row_avx2(row) },
         _ => softmax_in_place::<false>(row),
     }
 }
 
-/// The same code as [`softmax_avx2`], given 512-bit registers: every element sees the same
-/// operations (the partial sums keep their eight lanes), so the results are the same bits.
+/// The same code as [`super::math::softmax_row_avx2`], given 512-bit registers: every element
+/// sees the same operations (the partial sums keep their eight lanes), so the same bits.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2,fma")]
 unsafe fn softmax_avx512(row: &mut [f32]) {
-    softmax_in_place::<true>(row)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn softmax_avx2(row: &mut [f32]) {
     softmax_in_place::<true>(row)
 }
 

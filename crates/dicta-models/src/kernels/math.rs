@@ -212,9 +212,10 @@ pub(super) fn avx2_fma() -> bool {
     std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
 }
 
+/// [`softmax_in_place`] compiled for AVX2 and FMA.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn softmax_row_avx2(x: &mut [f32]) {
+pub(super) unsafe fn softmax_row_avx2(x: &mut [f32]) {
     softmax_in_place::<true>(x)
 }
 
@@ -359,16 +360,8 @@ fn erf<const FMA: bool>(x: f32) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernels::tests::max_abs_diff;
     use candle_core::Device;
-
-    fn max_abs_diff(a: &Tensor, b: &Tensor) -> f32 {
-        (a - b)
-            .and_then(|d| d.abs())
-            .and_then(|d| d.flatten_all())
-            .and_then(|d| d.max(0))
-            .and_then(|d| d.to_scalar::<f32>())
-            .unwrap()
-    }
 
     /// Inputs spanning the range the kernels see, plus the edges.
     fn grid(lo: f32, hi: f32, n: usize) -> Vec<f32> {

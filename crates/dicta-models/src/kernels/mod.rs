@@ -404,7 +404,7 @@ mod tests {
     use super::*;
     use candle_core::Device;
 
-    fn max_abs_diff(a: &Tensor, b: &Tensor) -> f32 {
+    pub(super) fn max_abs_diff(a: &Tensor, b: &Tensor) -> f32 {
         (a - b)
             .and_then(|d| d.abs())
             .and_then(|d| d.flatten_all())
