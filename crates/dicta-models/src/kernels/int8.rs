@@ -23,6 +23,7 @@ mod amx;
 mod asym;
 pub mod attention;
 mod quantize;
+mod softmax_bf16;
 mod tiles;
 pub use asym::{matmul_u8_asym, PackedU8Asym};
 use quantize::{quantize_row_fast, quantize_rows, quantize_rows_to};

@@ -291,36 +291,69 @@ pub(super) fn madd<const FMA: bool>(a: f32, b: f32, c: f32) -> f32 {
     }
 }
 
+// `exp`'s constants, shared with [`exp_x16`] so that both compute the same bits.
+const EXP_LOG2E: f32 = std::f32::consts::LOG2_E;
+// 1.5·2^23: adding it rounds to an integer held in the low mantissa bits.
+const EXP_ROUND: f32 = 12_582_912.0;
+// ln 2 split in two so that n·LN2_HI is exact.
+const EXP_LN2_HI: f32 = 355.0 / 512.0;
+const EXP_LN2_LO: f32 = -2.121_944_4e-4;
+const EXP_P: [f64; 6] = [
+    1.987_569_150_0e-4,
+    1.398_199_950_7e-3,
+    8.333_451_907_3e-3,
+    4.166_579_589_4e-2,
+    1.666_666_545_9e-1,
+    5.000_000_120_1e-1,
+];
+const EXP_MIN: f32 = -87.3;
+const EXP_MAX: f32 = 88.3;
+
 /// `e^x` (Cephes `expf`): x = n·ln2 + r with |r| ≤ ln2/2, e^r by a degree-7 polynomial, 2^n
 /// by building the exponent bits. Inputs are clamped to [-87.3, 88.3], where 2^n stays a
 /// normal float, so far-negative inputs (masked scores) give ~1e-38 rather than 0.
 #[inline(always)]
 pub(super) fn exp<const FMA: bool>(x: f32) -> f32 {
-    const LOG2E: f32 = std::f32::consts::LOG2_E;
-    // 1.5·2^23: adding it rounds to an integer held in the low mantissa bits.
-    const ROUND: f32 = 12_582_912.0;
-    // ln 2 split in two so that n·LN2_HI is exact.
-    const LN2_HI: f32 = 355.0 / 512.0;
-    const LN2_LO: f32 = -2.121_944_4e-4;
-    const P: [f64; 6] = [
-        1.987_569_150_0e-4,
-        1.398_199_950_7e-3,
-        8.333_451_907_3e-3,
-        4.166_579_589_4e-2,
-        1.666_666_545_9e-1,
-        5.000_000_120_1e-1,
-    ];
-    let x = x.clamp(-87.3, 88.3);
-    let t = madd::<FMA>(x, LOG2E, ROUND);
-    let n = t - ROUND;
-    let r = madd::<FMA>(n, -LN2_LO, madd::<FMA>(n, -LN2_HI, x));
-    let mut p = P[0] as f32;
-    for c in &P[1..] {
+    let x = x.clamp(EXP_MIN, EXP_MAX);
+    let t = madd::<FMA>(x, EXP_LOG2E, EXP_ROUND);
+    let n = t - EXP_ROUND;
+    let r = madd::<FMA>(n, -EXP_LN2_LO, madd::<FMA>(n, -EXP_LN2_HI, x));
+    let mut p = EXP_P[0] as f32;
+    for c in &EXP_P[1..] {
         p = madd::<FMA>(p, r, *c as f32);
     }
     let e_r = madd::<FMA>(p, r * r, r) + 1.0;
-    let n_bits = t.to_bits().wrapping_sub(ROUND.to_bits()) as i32;
+    let n_bits = t.to_bits().wrapping_sub(EXP_ROUND.to_bits()) as i32;
     e_r * f32::from_bits(((n_bits + 127) << 23) as u32)
+}
+
+/// [`exp`]`::<true>` on 16 lanes: the same operations in the same order, so the same bits
+/// (tested), NaN included (the clamp keeps it, as `f32::clamp` does).
+///
+/// # Safety
+/// AVX-512F must be available.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub(super) unsafe fn exp_x16(x: std::arch::x86_64::__m512) -> std::arch::x86_64::__m512 {
+    use std::arch::x86_64::*;
+    let ps = _mm512_set1_ps;
+    // `max`/`min` return their second operand when one is NaN: NaN stays NaN.
+    let x = _mm512_min_ps(ps(EXP_MAX), _mm512_max_ps(ps(EXP_MIN), x));
+    let t = _mm512_fmadd_ps(x, ps(EXP_LOG2E), ps(EXP_ROUND));
+    let n = _mm512_sub_ps(t, ps(EXP_ROUND));
+    let r = _mm512_fmadd_ps(n, ps(-EXP_LN2_LO), _mm512_fmadd_ps(n, ps(-EXP_LN2_HI), x));
+    let mut p = ps(EXP_P[0] as f32);
+    for c in &EXP_P[1..] {
+        p = _mm512_fmadd_ps(p, r, ps(*c as f32));
+    }
+    let e_r = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), ps(1.0));
+    let n_bits = _mm512_sub_epi32(
+        _mm512_castps_si512(t),
+        _mm512_set1_epi32(EXP_ROUND.to_bits() as i32),
+    );
+    let scale = _mm512_slli_epi32::<23>(_mm512_add_epi32(n_bits, _mm512_set1_epi32(127)));
+    _mm512_mul_ps(e_r, _mm512_castsi512_ps(scale))
 }
 
 /// erf(x) as a rational function of x on [-4, 4] (odd numerator of degree 13, even denominator
@@ -417,6 +450,43 @@ mod tests {
             exp_sub_accumulate_body::<false>(&mut y, &m, &mut s2);
             for i in 0..len {
                 assert!((y[i] - x[i]).abs() <= 1e-6 * x[i].abs(), "{i}");
+            }
+        }
+    }
+
+    /// `exp_x16` is `exp::<true>` lane for lane, bit for bit: across the clamp's edges, at
+    /// zero, for infinities and NaN.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn exp_x16_gives_the_scalar_bits() {
+        if !std::arch::is_x86_feature_detected!("avx512f") {
+            eprintln!("no AVX-512 here: skipped");
+            return;
+        }
+        let mut xs = grid(-100.0, 100.0, 4001);
+        xs.extend([
+            0.0,
+            -0.0,
+            -87.3,
+            88.3,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+        ]);
+        xs.resize(xs.len().next_multiple_of(16), 1.5);
+        for c in xs.chunks(16) {
+            let mut got = [0f32; 16];
+            // SAFETY: AVX-512F checked above; `c` and `got` hold 16 floats.
+            unsafe {
+                use std::arch::x86_64::*;
+                _mm512_storeu_ps(got.as_mut_ptr(), exp_x16(_mm512_loadu_ps(c.as_ptr())));
+            }
+            for (&x, g) in c.iter().zip(got) {
+                let w = exp::<true>(x);
+                assert!(
+                    g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()),
+                    "exp({x}): {g} vs {w}"
+                );
             }
         }
     }

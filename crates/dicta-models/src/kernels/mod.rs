@@ -15,6 +15,8 @@ use rayon::prelude::*;
 
 #[cfg(target_arch = "x86_64")]
 use math::avx2_fma;
+#[cfg(target_arch = "x86_64")]
+use math::exp_x16;
 pub(crate) use math::{dot, gelu_erf_into, widen_f16};
 use math::{exp, madd, max_of, softmax_in_place};
 pub use math::{exp_sub_accumulate, gelu_erf, log_sum_exp, softmax_last_dim};

@@ -22,10 +22,12 @@
 //! process per item): WER 18.71% against 18.91% with float32 scores, 1.29× faster; base
 //! (en/es/sv): 19.04% against float32's 19.54% (docs/benchmarks.md, sessions 16–17).
 
+use super::softmax_bf16::softmax_row_bf16;
+#[cfg(target_arch = "x86_64")]
+use super::softmax_bf16::softmax_row_bf16_avx512;
 use super::{amx, quantize_rows, quantize_rows_to, tile_at, Level, PackedI8, MR, NR, PANEL};
 use crate::kernels::attention::{pack_v, softmax_times_v, split_heads_by, HeadsView};
 use crate::kernels::tile::Level as F32Level;
-use crate::kernels::{exp, max_of};
 
 /// [`crate::kernels::attention::self_attention_at`] with int8 products at byte-kernel `level`
 /// (which the CPU must support): q, k, v [N, H, T, Dh] views (q already scaled) → `out`
@@ -174,33 +176,6 @@ unsafe fn attend_range_amx(
     drop(tiles);
 }
 
-/// The unnormalised probabilities `exp(s − max)` of one score row (`row`, T keys) rounded to
-/// bfloat16 into `prow` (zeros past T), and 1 / the sum of the rounded values, which the bf16
-/// kernels divide by at the end. Inlined so that it runs at the caller's instruction set.
-#[inline(always)]
-fn softmax_row_bf16(row: &[f32], prow: &mut [u16]) -> f32 {
-    let t = row.len();
-    let m = max_of(row);
-    for (pv, &x) in prow[..t].iter_mut().zip(row) {
-        *pv = amx::bf16_bits(exp::<true>(x - m));
-    }
-    prow[t..].fill(0);
-    // Sixteen partial sums over whole chunks, so that the loop vectorises; a separate pass,
-    // as summing in the loop above kept the partial sums on the stack.
-    let widen = |b: u16| f32::from_bits(u32::from(b) << 16);
-    let mut acc = [0f32; 16];
-    let mut pc = prow[..t].chunks_exact(16);
-    for c in &mut pc {
-        for l in 0..16 {
-            acc[l] += widen(c[l]);
-        }
-    }
-    for &b in pc.remainder() {
-        acc[0] += widen(b);
-    }
-    1.0 / acc.iter().sum::<f32>()
-}
-
 /// [`attend_range`] with `p·v` on AVX-512 BF16 (`vdpbf16ps`: pairs of bf16 products summed
 /// into f32), as [`attend_range_amx`] rounds them: the same scores as every byte level, then
 /// the probabilities and V in bfloat16, each row divided by the sum of its rounded
@@ -235,7 +210,7 @@ unsafe fn attend_range_avx512_bf16(
         let rows = MR.min(q1 - i0);
         score_rows(level, q, (seq, head, i0, rows), &pk, &mut qb, &mut s);
         for r in 0..rows {
-            inv[r] = softmax_row_bf16(&s[r * tp..r * tp + t], &mut pb[r * tp..(r + 1) * tp]);
+            inv[r] = softmax_row_bf16_avx512(&s[r * tp..r * tp + t], &mut pb[r * tp..(r + 1) * tp]);
         }
         // Two 16-column blocks of the head at a time: 8 rows × 2 accumulators.
         for cbp in 0..dh / 32 {
