@@ -25,7 +25,9 @@
 use super::softmax_bf16::softmax_row_bf16;
 #[cfg(target_arch = "x86_64")]
 use super::softmax_bf16::softmax_row_bf16_avx512;
-use super::{amx, quantize_rows, quantize_rows_to, tile_at, Level, PackedI8, MR, NR, PANEL};
+use super::{
+    amx, quantize_channel, quantize_rows, quantize_rows_to, tile_at, Level, PackedI8, MR, NR, PANEL,
+};
 use crate::kernels::attention::{pack_v, softmax_times_v, split_heads_by, HeadsView};
 use crate::kernels::tile::Level as F32Level;
 
@@ -270,13 +272,17 @@ fn score_rows(
 }
 
 /// One head's keys k [T, Dh] quantized per key row (the "output channels" of the score
-/// product), padded to whole panels for the byte tiles.
+/// product), padded to whole panels for the byte tiles: [`PackedI8::quantize`]'s bytes and
+/// scales, read from the head's rows in place rather than from a contiguous copy (that copy
+/// was most of the `memmove` time of an int8 encoder pass).
 fn pack_keys(k: &HeadsView, seq: usize, head: usize, (t, dh): (usize, usize)) -> PackedI8 {
-    let mut kf = Vec::with_capacity(t * dh);
-    for j in 0..t {
-        kf.extend_from_slice(&k.at(seq, head, j)[..dh]);
+    let mut q = vec![0i8; t * dh];
+    let mut scales = vec![0f32; t];
+    let mut bytes = vec![0u8; dh];
+    for (j, (qj, scale)) in q.chunks_exact_mut(dh.max(1)).zip(&mut scales).enumerate() {
+        *scale = quantize_channel(&k.at(seq, head, j)[..dh], qj, &mut bytes);
     }
-    PackedI8::quantize(&kf, t, dh)
+    PackedI8::from_quantized(&q, &scales, t, dh)
 }
 
 /// Scores `(Σ q·k − comp) · s_q · s_k` (the linear layers' epilogue without a bias) of
