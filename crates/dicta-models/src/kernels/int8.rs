@@ -274,7 +274,16 @@ pub fn matmul_i8_at(
         for pair in pairs {
             let p = 2 * pair;
             for r in (0..rows).step_by(MR) {
-                tile_at(level, &a[r * w.k4..], w, p, (rows - r).min(MR), &mut tile);
+                let pf = prefetches(r, rows);
+                tile_at(
+                    level,
+                    &a[r * w.k4..],
+                    w,
+                    p,
+                    (rows - r).min(MR),
+                    pf,
+                    &mut tile,
+                );
                 epilogue_fast(&tile, w, p * PANEL, &sa[r..], bias, out, r, rows, n);
             }
         }
@@ -373,7 +382,8 @@ fn check_args(
 ///
 /// Only the rows asked for are computed: a decoder step has 1–8 rows, and always doing 8 made
 /// a one-row step's products (the 51,864-channel vocabulary projection above all) compute
-/// bound on rows nobody reads, where they should be limited by streaming the weights.
+/// bound on rows nobody reads, where they should be limited by streaming the weights. With
+/// `prefetch` ([`prefetches`]), the tile also requests a later panel pair's weights.
 #[inline(always)]
 fn tile_at(
     level: Level,
@@ -381,32 +391,48 @@ fn tile_at(
     w: &PackedI8,
     p: usize,
     rows: usize,
+    prefetch: bool,
     tile: &mut [[i32; NR]; MR],
 ) {
     debug_assert!(rows >= 1);
     macro_rules! by_rows {
-        ($f:ident $(, $r:literal)*) => {
+        ($f:ident, $pf:literal $(, $r:literal)*) => {
             match rows {
-                1 => $f::<1>(a, w, p, tile),
-                2 => $f::<2>(a, w, p, tile),
-                3 => $f::<3>(a, w, p, tile),
-                4 => $f::<4>(a, w, p, tile),
-                $($r => $f::<$r>(a, w, p, tile),)*
-                _ => $f::<MR>(a, w, p, tile),
+                1 => $f::<1, $pf>(a, w, p, tile),
+                2 => $f::<2, $pf>(a, w, p, tile),
+                3 => $f::<3, $pf>(a, w, p, tile),
+                4 => $f::<4, $pf>(a, w, p, tile),
+                $($r => $f::<$r, $pf>(a, w, p, tile),)*
+                _ => $f::<MR, $pf>(a, w, p, tile),
             }
         };
     }
-    match level {
+    match (level, prefetch) {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: callers check the level against the CPU's features (`Level::available`);
         // `a` holds whole MR-row blocks of k4 bytes and `w` whole panel pairs. 5–7 rows (a
         // beam of 5 on one window) fit AVX-512's registers as well.
-        Level::Amx | Level::Avx512Vnni => unsafe { by_rows!(tile_avx512, 5, 6, 7) },
+        (Level::Amx | Level::Avx512Vnni, true) => unsafe { by_rows!(tile_avx512, true, 5, 6, 7) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as above.
-        Level::AvxVnni => unsafe { by_rows!(tile_avxvnni) },
+        (Level::Amx | Level::Avx512Vnni, false) => unsafe { by_rows!(tile_avx512, false, 5, 6, 7) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above.
+        (Level::AvxVnni, true) => unsafe { by_rows!(tile_avxvnni, true) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above.
+        (Level::AvxVnni, false) => unsafe { by_rows!(tile_avxvnni, false) },
         _ => tile_scalar(a, w, p, rows, tile),
     }
+}
+
+/// Whether the tile of row block `r` (of a task's `rows`) prefetches the weights of a later
+/// panel pair: in decoder steps, whose few rows (at most two blocks: a beam of 5 on three
+/// windows is 15) use each panel pair once and stream the weights from memory; the first
+/// block fetches for the next pairs. The encoder's tasks of up to [`ROWS_PER_TASK`] rows reuse
+/// each pair from cache.
+fn prefetches(r: usize, rows: usize) -> bool {
+    r == 0 && rows <= 2 * MR
 }
 
 /// [`epilogue`] compiled for the widest vectors the CPU has (the callers' closures are
@@ -557,8 +583,10 @@ mod tests {
             (70, 100, 384),
             (130, 48, 1536),
             (65, 1152, 384),
-            // Few rows, many channels: tasks split the channels too (`par_tiles`).
+            // Few rows, many channels: tasks split the channels too (`par_tiles`), and tiles
+            // prefetch later panel pairs (`prefetches`: one and two row blocks).
             (5, 2000, 96),
+            (12, 700, 64),
             // Whole and partial AMX blocks (16 and 32 rows; k a multiple of 64 or not).
             (16, 64, 64),
             (32, 96, 128),

@@ -10,7 +10,7 @@
 //! `i32`. A "tensor" is a group of consecutive rows chosen by the caller (one recording's
 //! frames, or one decoder row), so a row's result never depends on other groups.
 
-use super::{check_args, par_tiles, tile_at, Level, PackedI8, MR, NR, PANEL};
+use super::{check_args, par_tiles, prefetches, tile_at, Level, PackedI8, MR, NR, PANEL};
 
 /// 8-bit weights of one onnxruntime quantized matmul, packed for the byte kernels.
 #[derive(Debug, Clone)]
@@ -162,6 +162,7 @@ pub fn matmul_u8_asym_at(
                     &w.w,
                     p,
                     (rows - r).min(MR),
+                    prefetches(r, rows),
                     &mut tile,
                 );
                 let (c0, cols) = (p * PANEL, NR.min(n - p * PANEL));

@@ -266,7 +266,7 @@ fn score_rows(
     let mut tile = [[0i32; NR]; MR];
     for pair in 0..pk.n_pad / NR {
         let p = 2 * pair;
-        tile_at(level, &a, pk, p, rows, &mut tile);
+        tile_at(level, &a, pk, p, rows, false, &mut tile);
         scores_from_sums(&tile[..rows], &sa, pk, p * PANEL, s);
     }
 }

@@ -4,6 +4,26 @@
 
 use super::{PackedI8, MR, NR, PANEL};
 
+/// Panel pairs ahead of the current one whose weights a prefetching tile (`PF`) requests, one
+/// cache line per k-group and panel as it goes. A decoder step streams each weight once per
+/// call, and a few rows leave the tile's sums too quick for the hardware prefetcher alone:
+/// the vocabulary projection of 1–8 rows (51,865 × 384) took 20–45% less time with them
+/// (docs/benchmarks.md, session 28); 1, 2 and 4 pairs ahead were within noise of each other.
+const PF_AHEAD: usize = 2;
+
+/// Requests the cache lines of k-group `g` of the panel pair `PF_AHEAD` pairs after `p`, if
+/// `w` has it (a prefetch never faults, but the address must stay inside `w`'s data).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn prefetch_ahead(w: &PackedI8, p: usize, g: usize) {
+    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+    let ahead = p + 2 * PF_AHEAD;
+    if ahead + 1 < w.n_pad / PANEL {
+        _mm_prefetch::<_MM_HINT_T0>(w.group(ahead, g));
+        _mm_prefetch::<_MM_HINT_T0>(w.group(ahead + 1, g));
+    }
+}
+
 /// The reference: the same sums in plain Rust.
 pub(super) fn tile_scalar(
     a: &[u8],
@@ -35,7 +55,7 @@ pub(super) fn tile_scalar(
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-pub(super) unsafe fn tile_avx512<const R: usize>(
+pub(super) unsafe fn tile_avx512<const R: usize, const PF: bool>(
     a: &[u8],
     w: &PackedI8,
     p: usize,
@@ -54,6 +74,10 @@ pub(super) unsafe fn tile_avx512<const R: usize>(
         let mut s = [_mm512_setzero_si512(); 4];
         let mut g = 0;
         while g + 2 <= groups {
+            if PF {
+                prefetch_ahead(w, p, g);
+                prefetch_ahead(w, p, g + 1);
+            }
             let a0 = _mm512_set1_epi32((ap.add(g * 4) as *const i32).read_unaligned());
             let a1 = _mm512_set1_epi32((ap.add(g * 4 + 4) as *const i32).read_unaligned());
             s[0] = _mm512_dpbusd_epi32(s[0], a0, _mm512_loadu_si512(w.group(p, g) as *const _));
@@ -81,6 +105,9 @@ pub(super) unsafe fn tile_avx512<const R: usize>(
     }
     let mut acc = [[_mm512_setzero_si512(); 2]; R];
     for g in 0..k4 / 4 {
+        if PF {
+            prefetch_ahead(w, p, g);
+        }
         let b0 = _mm512_loadu_si512(w.group(p, g) as *const _);
         let b1 = _mm512_loadu_si512(w.group(p + 1, g) as *const _);
         for (i, acc) in acc.iter_mut().enumerate() {
@@ -97,7 +124,7 @@ pub(super) unsafe fn tile_avx512<const R: usize>(
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,avxvnni")]
-pub(super) unsafe fn tile_avxvnni<const R: usize>(
+pub(super) unsafe fn tile_avxvnni<const R: usize, const PF: bool>(
     a: &[u8],
     w: &PackedI8,
     p: usize,
@@ -113,6 +140,9 @@ pub(super) unsafe fn tile_avxvnni<const R: usize>(
         let mut acc = [[_mm256_setzero_si256(); 4]; 4];
         let acc = &mut acc[..per_pass];
         for g in 0..k4 / 4 {
+            if PF && half_rows == 0 {
+                prefetch_ahead(w, p, g);
+            }
             let g0 = w.group(p, g);
             let g1 = w.group(p + 1, g);
             let b = [
