@@ -8,7 +8,7 @@
 use super::config::WhisperConfig;
 use super::quant::{ComputeType, Linear};
 use crate::kernels;
-use crate::kernels::cross_f16::{blocked_len, put_key, KEY_BLOCK};
+use crate::kernels::cross_f16::{blocked_len, KEY_BLOCK};
 use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::LayerNorm;
 use dicta_core::{Error, Result};
@@ -633,7 +633,9 @@ enum Mode {
 
 /// One window's fused cross K/V projection `src` [T, 2, H, Dh] (f32) into `k` (blocked keys
 /// [N, H, ⌈T/16⌉, 16·Dh], see [`kernels::attend_cross_f16`]) and `v` [N, H, T, Dh] (f16) at
-/// window `r`, rounding to nearest even as `Tensor::to_dtype` does.
+/// window `r`, rounding to nearest even as `Tensor::to_dtype` does; the last key block's
+/// padding is written as zeros. Heads in parallel, and the keys a block at a time (each
+/// dimension's 16 keys converted and stored together) rather than key by key on one thread.
 fn kv_to_f16_heads(
     src: &[f32],
     (t, h, dh): (usize, usize, usize),
@@ -642,21 +644,34 @@ fn kv_to_f16_heads(
     v: &mut [half::f16],
 ) {
     use half::slice::HalfFloatSliceExt;
+    use rayon::prelude::*;
     let d = h * dh;
     let block = blocked_len(t, dh);
-    let mut key = vec![half::f16::ZERO; dh];
-    for (ti, row) in src.chunks_exact(2 * d).enumerate().take(t) {
-        for hh in 0..h {
-            let at = ((r * h + hh) * t + ti) * dh;
-            v[at..at + dh].convert_from_f32_slice(&row[d + hh * dh..d + (hh + 1) * dh]);
-            key.convert_from_f32_slice(&row[hh * dh..(hh + 1) * dh]);
-            put_key(
-                &mut k[(r * h + hh) * block..(r * h + hh + 1) * block],
-                ti,
-                &key,
-            );
-        }
-    }
+    let kr = &mut k[r * h * block..(r + 1) * h * block];
+    let vr = &mut v[r * h * t * dh..(r + 1) * h * t * dh];
+    kr.par_chunks_mut(block)
+        .zip(vr.par_chunks_mut(t * dh))
+        .enumerate()
+        .for_each(|(hh, (kh, vh))| {
+            for (ti, out) in vh.chunks_exact_mut(dh).enumerate() {
+                let at = ti * 2 * d + d + hh * dh;
+                out.convert_from_f32_slice(&src[at..at + dh]);
+            }
+            let mut keys = [0f32; KEY_BLOCK];
+            for (b, kb) in kh.chunks_exact_mut(KEY_BLOCK * dh).enumerate() {
+                let live = (t - b * KEY_BLOCK).min(KEY_BLOCK);
+                for (c, out) in kb.chunks_exact_mut(KEY_BLOCK).enumerate() {
+                    for (l, x) in keys.iter_mut().enumerate() {
+                        *x = if l < live {
+                            src[(b * KEY_BLOCK + l) * 2 * d + hh * dh + c]
+                        } else {
+                            0.0
+                        };
+                    }
+                    out.convert_from_f32_slice(&keys);
+                }
+            }
+        });
 }
 
 /// The int8 compute type on the CPU: where the encoder's attention scores run in int8 and the
@@ -669,6 +684,42 @@ pub(super) fn int8_on_cpu(ct: ComputeType, dev: &Device) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The parallel, block-wise conversion writes what converting each value and placing each
+    /// key with `put_key` writes, at any window of a batch, with a partial last key block.
+    #[test]
+    fn cross_kv_conversion_places_every_key_and_value() {
+        use crate::kernels::cross_f16::put_key;
+        let (n, t, h, dh) = (3usize, 37usize, 2usize, 8usize);
+        let d = h * dh;
+        let src: Vec<f32> = (0..t * 2 * d)
+            .map(|i| (i as f32 * 0.37).sin() * 3.0)
+            .collect();
+        let block = blocked_len(t, dh);
+        let (mut k, mut v) = (
+            vec![half::f16::ZERO; n * h * block],
+            vec![half::f16::ZERO; n * h * t * dh],
+        );
+        kv_to_f16_heads(&src, (t, h, dh), 1, &mut k, &mut v);
+        let (mut kw, mut vw) = (k.clone(), v.clone());
+        kw.iter_mut().for_each(|x| *x = half::f16::ZERO);
+        vw.iter_mut().for_each(|x| *x = half::f16::ZERO);
+        for ti in 0..t {
+            for hh in 0..h {
+                let row = &src[ti * 2 * d..(ti + 1) * 2 * d];
+                let key: Vec<half::f16> = row[hh * dh..(hh + 1) * dh]
+                    .iter()
+                    .map(|&x| half::f16::from_f32(x))
+                    .collect();
+                put_key(&mut kw[(h + hh) * block..(h + hh + 1) * block], ti, &key);
+                for c in 0..dh {
+                    vw[((h + hh) * t + ti) * dh + c] = half::f16::from_f32(row[d + hh * dh + c]);
+                }
+            }
+        }
+        assert!(k.iter().zip(&kw).all(|(a, b)| a.to_bits() == b.to_bits()));
+        assert!(v.iter().zip(&vw).all(|(a, b)| a.to_bits() == b.to_bits()));
+    }
 
     #[test]
     fn embeddings_become_float16_only_when_exact() {
