@@ -67,6 +67,11 @@ impl Conv {
 
     /// x [frames, c_in] frame-major → GELU(conv(x)) [frames / stride, d].
     fn forward(&self, x: &[f32], frames: usize) -> Vec<f32> {
+        self.forward_with(x, frames, true)
+    }
+
+    /// [`Conv::forward`]; `dedup` computes the trailing rows equal to the last one once.
+    fn forward_with(&self, x: &[f32], frames: usize, dedup: bool) -> Vec<f32> {
         let c = self.c_in;
         let out_frames = frames.div_ceil(self.stride);
         let row = TAPS * c;
@@ -80,14 +85,34 @@ impl Conv {
                 }
             }
         });
+        // The trailing frames whose im2col rows are the last frame's, bit for bit (the zero
+        // padding of a window shorter than 30 s, and what conv1 makes of it), are computed
+        // once: the panel kernel computes every row on its own, so copies of that row's output
+        // are the bits each would get.
+        let same = |a: usize, b: usize| {
+            col[a * row..(a + 1) * row]
+                .iter()
+                .zip(&col[b * row..(b + 1) * row])
+                .all(|(x, y)| x.to_bits() == y.to_bits())
+        };
+        if out_frames == 0 {
+            return Vec::new();
+        }
+        let mut uniq = out_frames;
+        while dedup && uniq > 1 && same(uniq - 2, out_frames - 1) {
+            uniq -= 1;
+        }
         let d = self.w.n();
-        let mut y = vec![0f32; out_frames * d];
-        matmul_panels(&col, out_frames, &self.w, Some(&self.bias), &mut y);
+        let mut y = vec![0f32; uniq * d];
+        matmul_panels(&col[..uniq * row], uniq, &self.w, Some(&self.bias), &mut y);
         // GELU through the shared kernel (needs distinct source and destination).
         let mut g = col;
         g.truncate(0);
-        g.resize(y.len(), 0.0);
-        gelu_erf_into(&y, &mut g);
+        g.resize(out_frames * d, 0.0);
+        gelu_erf_into(&y, &mut g[..uniq * d]);
+        let (done, rest) = g.split_at_mut(uniq * d);
+        let last = &done[(uniq - 1) * d..];
+        rest.par_chunks_mut(d).for_each(|r| r.copy_from_slice(last));
         g
     }
 }
@@ -137,6 +162,51 @@ mod tests {
     use super::*;
     use candle_core::{Device, Module};
     use candle_nn::Conv1dConfig;
+
+    /// A window's zero padding (trailing all-zero mel frames, as `pad_or_trim` leaves them) is
+    /// convolved once per convolution and copied: the same bits as computing every frame.
+    #[test]
+    fn padding_frames_are_computed_once_with_the_same_bits() {
+        let dev = Device::Cpu;
+        let (m, frames, d, content) = (5usize, 40usize, 24usize, 13usize);
+        let val = |i: usize, s: f32| ((i as f32) * 0.377 + s).sin();
+        let mk = |c_in: usize, s: f32, stride: usize| {
+            let w: Vec<f32> = (0..d * c_in * TAPS).map(|i| val(i, s) * 0.3).collect();
+            let b: Vec<f32> = (0..d).map(|i| val(i, s + 1.0) * 0.1).collect();
+            let conv = Conv1d::new(
+                Tensor::from_vec(w, (d, c_in, TAPS), &dev).unwrap(),
+                Some(Tensor::from_vec(b, d, &dev).unwrap()),
+                Conv1dConfig {
+                    padding: 1,
+                    stride,
+                    ..Default::default()
+                },
+            );
+            Conv::new(&conv, stride).unwrap()
+        };
+        let (c1, c2) = (mk(m, 0.2, 1), mk(d, 0.9, 2));
+        // Frame-major: `content` frames of signal, then zeros; an even frame count, as
+        // Whisper's 3000 (the stride-2 convolution's last frame then reads no padding).
+        let x: Vec<f32> = (0..frames * m)
+            .map(|i| if i < content * m { val(i, 2.0) } else { 0.0 })
+            .collect();
+        let run = |dedup: bool| {
+            let h = c1.forward_with(&x, frames, dedup);
+            c2.forward_with(&h, frames, dedup)
+        };
+        let (got, want) = (run(true), run(false));
+        assert_eq!(got.len(), frames.div_ceil(2) * d);
+        assert!(got
+            .iter()
+            .zip(&want)
+            .all(|(a, b)| a.to_bits() == b.to_bits()));
+        // A window full of signal has no trailing run to share.
+        let full: Vec<f32> = (0..frames * m).map(|i| val(i, 3.0)).collect();
+        assert_eq!(
+            c1.forward_with(&full, frames, true),
+            c1.forward_with(&full, frames, false)
+        );
+    }
 
     /// The stem gives candle's convolutions up to f32 rounding, frame-major, on odd sizes (an
     /// odd frame count for the stride-2 convolution).
