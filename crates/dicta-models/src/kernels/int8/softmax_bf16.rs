@@ -6,7 +6,7 @@
 //! (tested), so transcripts do not depend on which of the two ran: the same `exp` on 16 lanes
 //! ([`crate::kernels::exp_x16`]), one `vcvtneps2bf16` for the rounding that took six integer
 //! operations, and the sum in the same pass, where it took a second pass over the row. That
-//! made the int8 encoder's self-attention 4% faster (docs/benchmarks.md, session 28). A
+//! made the int8 encoder's self-attention 5% faster (docs/benchmarks.md, session 28). A
 //! cheaper `exp` (a degree-6 polynomial with `vscalefps`, within 1e-5 of e^x) made it 11%
 //! faster, but moved about one tiny.en dev transcript in seven, and the dev WER by up to a
 //! point either way: kept out.

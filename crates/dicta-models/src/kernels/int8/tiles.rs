@@ -7,7 +7,7 @@ use super::{PackedI8, MR, NR, PANEL};
 /// Panel pairs ahead of the current one whose weights a prefetching tile (`PF`) requests, one
 /// cache line per k-group and panel as it goes. A decoder step streams each weight once per
 /// call, and a few rows leave the tile's sums too quick for the hardware prefetcher alone:
-/// the vocabulary projection of 1–8 rows (51,865 × 384) took 20–45% less time with them
+/// the vocabulary projection of 1–8 rows (51,865 × 384) took 28–43% less time with them
 /// (docs/benchmarks.md, session 28); 1, 2 and 4 pairs ahead were within noise of each other.
 const PF_AHEAD: usize = 2;
 
