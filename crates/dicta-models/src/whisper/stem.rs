@@ -163,26 +163,35 @@ mod tests {
     use candle_core::{Device, Module};
     use candle_nn::Conv1dConfig;
 
+    /// Deterministic test values.
+    fn val(i: usize, s: f32) -> f32 {
+        ((i as f32) * 0.377 + s).sin()
+    }
+
+    /// A candle convolution of `c_in` → `d` channels (padding 1) with weights and bias from
+    /// [`val`] at offset `s`.
+    fn conv1d(c_in: usize, d: usize, s: f32, stride: usize) -> Conv1d {
+        let dev = Device::Cpu;
+        let w: Vec<f32> = (0..d * c_in * TAPS).map(|i| val(i, s) * 0.3).collect();
+        let b: Vec<f32> = (0..d).map(|i| val(i, s + 1.0) * 0.1).collect();
+        Conv1d::new(
+            Tensor::from_vec(w, (d, c_in, TAPS), &dev).unwrap(),
+            Some(Tensor::from_vec(b, d, &dev).unwrap()),
+            Conv1dConfig {
+                padding: 1,
+                stride,
+                ..Default::default()
+            },
+        )
+    }
+
     /// A window's zero padding (trailing all-zero mel frames, as `pad_or_trim` leaves them) is
     /// convolved once per convolution and copied: the same bits as computing every frame.
     #[test]
     fn padding_frames_are_computed_once_with_the_same_bits() {
-        let dev = Device::Cpu;
         let (m, frames, d, content) = (5usize, 40usize, 24usize, 13usize);
-        let val = |i: usize, s: f32| ((i as f32) * 0.377 + s).sin();
         let mk = |c_in: usize, s: f32, stride: usize| {
-            let w: Vec<f32> = (0..d * c_in * TAPS).map(|i| val(i, s) * 0.3).collect();
-            let b: Vec<f32> = (0..d).map(|i| val(i, s + 1.0) * 0.1).collect();
-            let conv = Conv1d::new(
-                Tensor::from_vec(w, (d, c_in, TAPS), &dev).unwrap(),
-                Some(Tensor::from_vec(b, d, &dev).unwrap()),
-                Conv1dConfig {
-                    padding: 1,
-                    stride,
-                    ..Default::default()
-                },
-            );
-            Conv::new(&conv, stride).unwrap()
+            Conv::new(&conv1d(c_in, d, s, stride), stride).unwrap()
         };
         let (c1, c2) = (mk(m, 0.2, 1), mk(d, 0.9, 2));
         // Frame-major: `content` frames of signal, then zeros; an even frame count, as
@@ -214,21 +223,7 @@ mod tests {
     fn tracks_candle_f32() {
         let dev = Device::Cpu;
         let (n, m, frames, d) = (2usize, 5usize, 19usize, 24usize);
-        let val = |i: usize, s: f32| ((i as f32) * 0.377 + s).sin();
-        let mk = |c_in: usize, s: f32, stride: usize| {
-            let w: Vec<f32> = (0..d * c_in * TAPS).map(|i| val(i, s) * 0.3).collect();
-            let b: Vec<f32> = (0..d).map(|i| val(i, s + 1.0) * 0.1).collect();
-            Conv1d::new(
-                Tensor::from_vec(w, (d, c_in, TAPS), &dev).unwrap(),
-                Some(Tensor::from_vec(b, d, &dev).unwrap()),
-                Conv1dConfig {
-                    padding: 1,
-                    stride,
-                    ..Default::default()
-                },
-            )
-        };
-        let (c1, c2) = (mk(m, 0.2, 1), mk(d, 0.9, 2));
+        let (c1, c2) = (conv1d(m, d, 0.2, 1), conv1d(d, d, 0.9, 2));
         let mel = Tensor::from_vec(
             (0..n * m * frames)
                 .map(|i| val(i, 2.0))
