@@ -3,7 +3,7 @@
 //! linear layer is quantized and the attention and stem run on Dicta's kernels.
 
 use super::config::WhisperConfig;
-use super::model::{int8_on_cpu, layer_norm, out_proj, packed_fused, Mlp, WeightMap, LN_EPS};
+use super::model::{int8_on_cpu, layer_norm, self_attention, Mlp, WeightMap, LN_EPS};
 use super::quant::{ComputeType, Linear};
 use crate::kernels;
 use candle_core::{Device, IndexOp, Module, Tensor};
@@ -99,17 +99,11 @@ impl Encoder {
         let mut layers = Vec::with_capacity(c.n_audio_layer);
         for i in 0..c.n_audio_layer {
             let p = format!("model.encoder.layers.{i}");
+            let (ln1, qkv, out) = self_attention(wm, &p, (d, c.n_audio_head), ct, dev)?;
             layers.push(EncoderLayer {
-                ln1: layer_norm(wm, &format!("{p}.self_attn_layer_norm"), d, dev)?,
-                qkv: packed_fused(
-                    wm,
-                    &format!("{p}.self_attn"),
-                    (d, c.n_audio_head),
-                    &["q", "k", "v"],
-                    ct,
-                    dev,
-                )?,
-                out: out_proj(wm, &format!("{p}.self_attn"), d, ct, dev)?,
+                ln1,
+                qkv,
+                out,
                 ln2: layer_norm(wm, &format!("{p}.final_layer_norm"), d, dev)?,
                 mlp: Mlp::load_packed(wm, &p, (d, c.n_audio_ffn), ct, dev)?,
                 n_head: c.n_audio_head,

@@ -168,6 +168,24 @@ pub(super) fn out_proj(
     packed(linear(wm, &format!("{p}.out_proj"), d, d, true, dev)?, ct)
 }
 
+/// A layer's self-attention weights under `{p}` (encoder and decoder layers alike): its layer
+/// norm, the fused q/k/v projection for `n_head` heads and the output projection, [`packed`]
+/// at `ct`.
+pub(super) fn self_attention(
+    wm: &mut WeightMap,
+    p: &str,
+    (d, n_head): (usize, usize),
+    ct: ComputeType,
+    dev: &Device,
+) -> Result<(LayerNorm, Linear, Linear)> {
+    let attn = format!("{p}.self_attn");
+    Ok((
+        layer_norm(wm, &format!("{p}.self_attn_layer_norm"), d, dev)?,
+        packed_fused(wm, &attn, (d, n_head), &["q", "k", "v"], ct, dev)?,
+        out_proj(wm, &attn, d, ct, dev)?,
+    ))
+}
+
 /// Splits [N, T, k·d] into k contiguous tensors [N, H, T, Dh].
 fn split_heads(x: &Tensor, k: usize, n_head: usize) -> candle_core::Result<Vec<Tensor>> {
     let (n, t, kd) = x.dims3()?;
@@ -292,17 +310,11 @@ impl Decoder {
         let h = c.n_text_head;
         for i in 0..c.n_text_layer {
             let p = format!("model.decoder.layers.{i}");
+            let (ln1, qkv, self_out) = self_attention(wm, &p, (d, h), ct, dev)?;
             layers.push(DecoderLayer {
-                ln1: layer_norm(wm, &format!("{p}.self_attn_layer_norm"), d, dev)?,
-                qkv: packed_fused(
-                    wm,
-                    &format!("{p}.self_attn"),
-                    (d, h),
-                    &["q", "k", "v"],
-                    ct,
-                    dev,
-                )?,
-                self_out: out_proj(wm, &format!("{p}.self_attn"), d, ct, dev)?,
+                ln1,
+                qkv,
+                self_out,
                 ln2: layer_norm(wm, &format!("{p}.encoder_attn_layer_norm"), d, dev)?,
                 cross_q: packed_fused(wm, &format!("{p}.encoder_attn"), (d, h), &["q"], ct, dev)?,
                 cross_kv: packed_fused(
