@@ -111,3 +111,38 @@ fn state_carries_across_calls() {
     }
     assert!(vad.forward(&[0.0; 100], &mut state).is_err());
 }
+
+/// Timing report (nothing asserted on time): `speech_probs` over ten minutes of real speech
+/// (a dev recording repeated), best of 3, and over its first 30 s, best of 20.
+#[test]
+#[ignore = "timing report; run explicitly"]
+fn speech_probs_speed() {
+    let Some(path) = model_path() else { return };
+    let vad = SileroVad::load(&path).unwrap();
+    let one = audio("resemblyzer/X2zqiX6yL3I.16k.wav");
+    let long: Vec<f32> = one.iter().copied().cycle().take(16_000 * 600).collect();
+    let mut best = f64::INFINITY;
+    for _ in 0..3 {
+        let t = std::time::Instant::now();
+        std::hint::black_box(vad.speech_probs(&long).unwrap());
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    eprintln!(
+        "speech_probs of 600 s: {:.0} ms (RTFx {:.0})",
+        best * 1e3,
+        600.0 / best
+    );
+    // A diarization-sized input: 30 s (best of 20).
+    let short = &long[..16_000 * 30];
+    let mut best = f64::INFINITY;
+    for _ in 0..20 {
+        let t = std::time::Instant::now();
+        std::hint::black_box(vad.speech_probs(short).unwrap());
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    eprintln!(
+        "speech_probs of 30 s: {:.1} ms (RTFx {:.0})",
+        best * 1e3,
+        30.0 / best
+    );
+}

@@ -272,14 +272,19 @@ fn decode_steps_in_pool() {
             .and_then(|v| v.parse().ok())
             .unwrap_or(150);
         if steps == 0 {
+            // DICTA_BENCH_REPEAT: times the prompt is fed again (20).
+            let repeat: usize = std::env::var("DICTA_BENCH_REPEAT")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(20);
             let tp = Instant::now();
-            for _ in 0..20 {
+            for _ in 0..repeat {
                 cache.truncate(0).unwrap();
                 m.decode_last(&prompt(&first, n), &mut cache).unwrap();
             }
             eprintln!(
                 "{ct}: prompt again: {:.1} ms",
-                tp.elapsed().as_secs_f64() * 1e3 / 20.0
+                tp.elapsed().as_secs_f64() * 1e3 / repeat as f64
             );
         }
         let t = Instant::now();
@@ -486,4 +491,31 @@ fn self_attention_levels() {
         line += &format!("  {level:?} {:.1} ms", tl * 1e3);
     }
     eprintln!("self-attention one window: {line}");
+}
+
+/// Building the cross-attention keys and values of 1 and 3 windows (the int8 model's f16
+/// cache): medians of 9.
+#[test]
+#[ignore = "timing report; run explicitly"]
+fn cross_kv_build() {
+    use dicta_models::whisper::{ComputeType, LoadOptions, Whisper};
+    let Some(dir) = model_dir() else { return };
+    let mel3 = mel();
+    for ct in [ComputeType::Int8, ComputeType::Float32] {
+        if std::env::var("DICTA_BENCH_CT").is_ok_and(|o| o != ct.to_string()) {
+            continue;
+        }
+        let m = Whisper::load_with(&dir, &Device::Cpu, &LoadOptions { compute_type: ct }).unwrap();
+        for n in [1usize, 3] {
+            let enc = m.encode(&mel3.i(0..n).unwrap()).unwrap();
+            let reps = std::env::var("DICTA_BENCH_REPS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(9);
+            let t = median_secs(reps, || {
+                std::hint::black_box(m.new_cache(&enc).unwrap());
+            });
+            eprintln!("{ct}: cross K/V of {n} window(s): {:.2} ms", t * 1e3);
+        }
+    }
 }

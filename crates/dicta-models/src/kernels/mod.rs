@@ -5,6 +5,7 @@
 pub mod attention;
 pub(crate) mod cross_f16;
 pub mod int8;
+pub mod lstm;
 mod math;
 pub mod norm;
 pub mod panel;

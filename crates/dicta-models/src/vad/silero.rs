@@ -11,13 +11,15 @@
 //!    as the LSTM's sequence axis, so window `i` sees the state left by window `i − 1`.
 //! 4. ReLU, a 128 → 1 projection and a sigmoid: the speech probability of the window.
 //!
-//! Steps 1–2 are independent per window and run as batched matmuls over many windows; step 3
-//! is the only sequential part (a 512×128 mat-vec per window).
+//! Steps 1–2 are independent per window and run as batched matmuls over many windows, in
+//! parallel parts; step 3 is the only sequential part (a 512×128 mat-vec per window,
+//! [`crate::kernels::lstm`]), and over a whole recording it runs through one block of windows
+//! while the next block is encoded.
 
 use candle_core::{Device, Tensor};
 use dicta_core::{Error, Result};
 
-use crate::kernels::dot;
+use crate::kernels::lstm;
 use crate::layers::{reflect, sigmoid};
 use crate::ort::OrtModel;
 
@@ -36,6 +38,8 @@ const PAD: usize = 128;
 const FREQS: usize = N_FFT / 2 + 1;
 /// STFT frames per input after the first is dropped.
 const FRAMES: usize = (INPUT + 2 * PAD - N_FFT) / HOP;
+/// Windows per parallel part of a block's encoder pass.
+const PART: usize = 256;
 /// Windows per batched encoder pass (bounds the intermediate buffers, ≈ 8 MB per 1000).
 const BLOCK: usize = 2048;
 
@@ -73,8 +77,8 @@ pub struct SileroVad {
     convs: Vec<Conv>,
     /// LSTM input weights, transposed `[128, 512]` (gates i, o, f, c as ONNX orders them).
     w_ih: Tensor,
-    /// LSTM recurrent weights `[512, 128]` (row per gate unit).
-    w_hh: Vec<f32>,
+    /// LSTM recurrent weights, transposed `[128, 512]` (see [`crate::kernels::lstm::step`]).
+    w_hh_t: Vec<f32>,
     /// Both LSTM biases summed `[512]`.
     bias: Vec<f32>,
     /// Output projection `[128]` and bias.
@@ -170,7 +174,7 @@ impl SileroVad {
             basis,
             convs,
             w_ih: tensor(transpose(&w, 4 * HIDDEN, HIDDEN), HIDDEN, 4 * HIDDEN)?,
-            w_hh,
+            w_hh_t: transpose(&w_hh, 4 * HIDDEN, HIDDEN),
             bias,
             out_w,
             out_b,
@@ -208,13 +212,12 @@ impl SileroVad {
         // last row of that view in place before rolling it, so the final window's own last
         // 64 samples are zeros too; kept for identical probabilities.
         padded[n * WINDOW - CONTEXT..].fill(0.0);
-        // Built a block at a time: a one-hour recording's rows would be ≈ 260 MB at once.
-        let mut state = SileroState::default();
-        let mut probs = Vec::with_capacity(n);
-        let mut rows = Vec::with_capacity(BLOCK.min(n) * INPUT);
-        for first in (0..n).step_by(BLOCK) {
-            rows.clear();
-            for i in first..(first + BLOCK).min(n) {
+        // Built a block at a time: a one-hour recording's rows would be ≈ 260 MB at once. The
+        // next block is encoded (in parallel parts) while the LSTM runs through this one.
+        let bl = BLOCK;
+        let encode_block = |first: usize| -> Result<Vec<f32>> {
+            let mut rows = Vec::with_capacity(bl.min(n - first) * INPUT);
+            for i in first..(first + bl).min(n) {
                 if i == 0 {
                     rows.extend_from_slice(&[0.0; CONTEXT]);
                 } else {
@@ -222,10 +225,32 @@ impl SileroVad {
                 }
                 rows.extend_from_slice(&padded[i * WINDOW..(i + 1) * WINDOW]);
             }
-            let gates_x = self.encode(&rows).map_err(candle_err)?;
-            self.recur(&gates_x, &mut state, &mut probs);
+            self.encode_par(&rows)
+        };
+        let mut state = SileroState::default();
+        let mut probs = Vec::with_capacity(n);
+        let mut next = Some(encode_block(0)?);
+        for first in (0..n).step_by(bl) {
+            let gates_x = next.take().expect("the block was encoded");
+            let (ahead, ()) = rayon::join(
+                || (first + bl < n).then(|| encode_block(first + bl)),
+                || self.recur(&gates_x, &mut state, &mut probs),
+            );
+            next = ahead.transpose()?;
         }
         Ok(probs)
+    }
+
+    /// [`SileroVad::encode`] in parts of [`PART`] rows on the thread pool (each row's values
+    /// depend on that row alone).
+    fn encode_par(&self, rows: &[f32]) -> Result<Vec<f32>> {
+        use rayon::prelude::*;
+        let parts: Vec<Vec<f32>> = rows
+            .par_chunks(PART * INPUT)
+            .map(|part| self.encode(part))
+            .collect::<candle_core::Result<_>>()
+            .map_err(candle_err)?;
+        Ok(parts.concat())
     }
 
     /// Steps 1–2 and the LSTM's input projection for a block of rows: `[n, 576]` →
@@ -280,19 +305,10 @@ impl SileroVad {
     fn recur(&self, gates_x: &[f32], state: &mut SileroState, probs: &mut Vec<f32>) {
         let mut g = vec![0f32; 4 * HIDDEN];
         for gx in gates_x.chunks_exact(4 * HIDDEN) {
-            for ((out, w), x) in g.iter_mut().zip(self.w_hh.chunks_exact(HIDDEN)).zip(gx) {
-                *out = x + dot::<false>(w, &state.h);
-            }
-            let (gi, rest) = g.split_at(HIDDEN);
-            let (go, rest) = rest.split_at(HIDDEN);
-            let (gf, gc) = rest.split_at(HIDDEN);
+            lstm::step(&self.w_hh_t, gx, &mut state.h, &mut state.c, &mut g);
             let mut logit = self.out_b;
-            for j in 0..HIDDEN {
-                let c = sigmoid(gf[j]) * state.c[j] + sigmoid(gi[j]) * gc[j].tanh();
-                let h = sigmoid(go[j]) * c.tanh();
-                state.c[j] = c;
-                state.h[j] = h;
-                logit += h.max(0.0) * self.out_w[j];
+            for (h, w) in state.h.iter().zip(&self.out_w) {
+                logit += h.max(0.0) * w;
             }
             probs.push(sigmoid(logit));
         }
