@@ -274,16 +274,13 @@ impl SileroVad {
         let spec = Tensor::from_vec(frames, (n * FRAMES, N_FFT), cpu)?.matmul(&self.basis)?;
         let spec = spec.flatten_all()?.to_vec1::<f32>()?;
         // Magnitudes, time-major per row: [n, FRAMES, 129].
-        let mut x: Vec<f32> = spec
-            .chunks_exact(2 * FREQS)
-            .flat_map(|c| {
-                let (re, im) = c.split_at(FREQS);
-                re.iter()
-                    .zip(im)
-                    .map(|(a, b)| (a * a + b * b).sqrt())
-                    .collect::<Vec<_>>()
-            })
-            .collect();
+        let mut x = vec![0f32; n * FRAMES * FREQS];
+        for (m, c) in x.chunks_exact_mut(FREQS).zip(spec.chunks_exact(2 * FREQS)) {
+            let (re, im) = c.split_at(FREQS);
+            for ((m, a), b) in m.iter_mut().zip(re).zip(im) {
+                *m = (a * a + b * b).sqrt();
+            }
+        }
         let mut t = FRAMES;
         for conv in &self.convs {
             let (y, t_out) = conv.forward(&x, n, t)?;
