@@ -497,10 +497,6 @@ mod tests {
         // Two voices of 19 windows each, and 2 windows of a third direction leaning to the
         // first voice: too little speech for a speaker of its own (2 windows are 5% of 40, so
         // the size rule, not the share, folds them).
-        let unit = |v: [f32; 3]| {
-            let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-            v.iter().map(|x| x / n).collect::<Vec<f32>>()
-        };
         let mut emb = Vec::new();
         for i in 0..19 {
             let j = i as f32 * 0.01;
@@ -529,25 +525,29 @@ mod tests {
         (0..n).map(|i| (i * 12_000, i * 12_000 + 24_000)).collect()
     }
 
+    /// `v` scaled to unit length.
+    fn unit(v: [f32; 3]) -> Vec<f32> {
+        let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        v.iter().map(|x| x / n).collect()
+    }
+
+    /// Window `i` of two voices of 19 windows each that alternate in runs of 4.
+    fn alternating(i: usize) -> Vec<f32> {
+        let j = (i % 19) as f32 * 0.01;
+        if (i / 4).is_multiple_of(2) {
+            unit([1.0, j, 0.0])
+        } else {
+            unit([j, 1.0, 0.0])
+        }
+    }
+
     #[test]
     fn a_far_voice_heard_twice_stays_and_one_stretch_folds() {
         // Two voices of 19 windows each, alternating in runs of 4, and 2 windows of a third
         // voice orthogonal to both (distance 1).
-        let unit = |v: [f32; 3]| {
-            let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-            v.iter().map(|x| x / n).collect::<Vec<f32>>()
-        };
-        let voice = |i: usize| {
-            let j = (i % 19) as f32 * 0.01;
-            if (i / 4).is_multiple_of(2) {
-                unit([1.0, j, 0.0])
-            } else {
-                unit([j, 1.0, 0.0])
-            }
-        };
         let third = [unit([0.0, 0.01, 1.0]), unit([0.01, 0.0, 1.0])];
         let count = |at: [usize; 2]| {
-            let mut emb: Vec<Vec<f32>> = (0..38).map(voice).collect();
+            let mut emb: Vec<Vec<f32>> = (0..38).map(alternating).collect();
             emb.insert(at[0], third[0].clone());
             emb.insert(at[1], third[1].clone());
             let labels = assign(&emb, &steps(emb.len()), &DiarizeOptions::default());
@@ -561,7 +561,7 @@ mod tests {
         // One stretch (two overlapping windows): a cough, a laugh, a change of style.
         assert_eq!(count([20, 21]).0, 2);
         // Two windows that do not overlap but with nobody between them: still one stretch.
-        let mut emb: Vec<Vec<f32>> = (0..38).map(voice).collect();
+        let mut emb: Vec<Vec<f32>> = (0..38).map(alternating).collect();
         emb.extend(third.iter().cloned());
         let mut spans = steps(38);
         spans.push((38 * 12_000, 38 * 12_000 + 24_000));
@@ -575,22 +575,10 @@ mod tests {
         // Two voices of 19 windows each, alternating in runs of 4, and 5 windows of a third
         // direction 0.72 from the first voice (above the clustering threshold, under
         // FAR_VOICE) and ≈ 1 from the second.
-        let unit = |v: [f32; 3]| {
-            let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-            v.iter().map(|x| x / n).collect::<Vec<f32>>()
-        };
-        let voice = |i: usize| {
-            let j = (i % 19) as f32 * 0.01;
-            if (i / 4).is_multiple_of(2) {
-                unit([1.0, j, 0.0])
-            } else {
-                unit([j, 1.0, 0.0])
-            }
-        };
         let near = |i: usize| unit([0.28, i as f32 * 0.002, 0.96]);
         let far = |i: usize| unit([0.0, i as f32 * 0.002, 1.0]);
         let run = |at: &[usize], third: &dyn Fn(usize) -> Vec<f32>, opts: &DiarizeOptions| {
-            let mut emb: Vec<Vec<f32>> = (0..38).map(voice).collect();
+            let mut emb: Vec<Vec<f32>> = (0..38).map(alternating).collect();
             for (i, &a) in at.iter().enumerate() {
                 emb.insert(a, third(i));
             }
