@@ -130,8 +130,9 @@ def stage_transcribe(args, rows):
     def run_dicta(vad):
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "t.json")
+            # float32 on both sides (Dicta's default is int8 where the CPU has VNNI).
             cmd = [args.dicta, "transcribe", *paths, "--model", args.model, "--language", "en", "--threads", "2",
-                   "--output", out, "--quiet"] + (["--vad-filter"] if vad else [])
+                   "--compute-type", "float32", "--output", out, "--quiet"] + (["--vad-filter"] if vad else [])
             t = time.time()
             subprocess.run(cmd, check=True, env=env(args.home))
             wall = time.time() - t
