@@ -110,6 +110,12 @@ fn state_carries_across_calls() {
         assert!((a - b).abs() < 1e-6, "{a} vs {b}");
     }
     assert!(vad.forward(&[0.0; 100], &mut state).is_err());
+    // A state of the wrong width is refused, not run.
+    let mut narrow = SileroState {
+        h: vec![0.0; 64],
+        c: vec![0.0; 128],
+    };
+    assert!(vad.forward(&[0.0; silero::INPUT], &mut narrow).is_err());
 }
 
 /// Timing report (nothing asserted on time): `speech_probs` over ten minutes of real speech

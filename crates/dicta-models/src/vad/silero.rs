@@ -191,6 +191,13 @@ impl SileroVad {
                 inputs.len()
             )));
         }
+        if state.h.len() != HIDDEN || state.c.len() != HIDDEN {
+            return Err(Error::invalid_input(format!(
+                "Silero VAD state must hold {HIDDEN} values in h and c, got {} and {}",
+                state.h.len(),
+                state.c.len()
+            )));
+        }
         let mut probs = Vec::with_capacity(inputs.len() / INPUT);
         for block in inputs.chunks(BLOCK * INPUT) {
             let gates_x = self.encode(block).map_err(candle_err)?;
@@ -214,10 +221,9 @@ impl SileroVad {
         padded[n * WINDOW - CONTEXT..].fill(0.0);
         // Built a block at a time: a one-hour recording's rows would be ≈ 260 MB at once. The
         // next block is encoded (in parallel parts) while the LSTM runs through this one.
-        let bl = BLOCK;
         let encode_block = |first: usize| -> Result<Vec<f32>> {
-            let mut rows = Vec::with_capacity(bl.min(n - first) * INPUT);
-            for i in first..(first + bl).min(n) {
+            let mut rows = Vec::with_capacity(BLOCK.min(n - first) * INPUT);
+            for i in first..(first + BLOCK).min(n) {
                 if i == 0 {
                     rows.extend_from_slice(&[0.0; CONTEXT]);
                 } else {
@@ -230,10 +236,10 @@ impl SileroVad {
         let mut state = SileroState::default();
         let mut probs = Vec::with_capacity(n);
         let mut next = Some(encode_block(0)?);
-        for first in (0..n).step_by(bl) {
+        for first in (0..n).step_by(BLOCK) {
             let gates_x = next.take().expect("the block was encoded");
             let (ahead, ()) = rayon::join(
-                || (first + bl < n).then(|| encode_block(first + bl)),
+                || (first + BLOCK < n).then(|| encode_block(first + BLOCK)),
                 || self.recur(&gates_x, &mut state, &mut probs),
             );
             next = ahead.transpose()?;
