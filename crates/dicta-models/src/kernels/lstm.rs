@@ -47,7 +47,9 @@ impl Level {
 
 /// One LSTM step at the fastest level: see [`step_at`].
 pub fn step(w_t: &[f32], gx: &[f32], h: &mut [f32], c: &mut [f32], g: &mut [f32]) {
-    step_at(Level::best(), w_t, gx, h, c, g)
+    check(w_t, gx, h, c, g);
+    // `best` is always available: no per-step feature check.
+    run(Level::best(), w_t, gx, h, c, g)
 }
 
 /// One LSTM step with ONNX's gate order (input, output, forget, cell): `g = gx + Wᵀ·h`, then
@@ -61,6 +63,16 @@ pub fn step(w_t: &[f32], gx: &[f32], h: &mut [f32], c: &mut [f32], g: &mut [f32]
 /// # Panics
 /// On mismatched lengths, or a `level` this CPU cannot run (see [`Level::available`]).
 pub fn step_at(level: Level, w_t: &[f32], gx: &[f32], h: &mut [f32], c: &mut [f32], g: &mut [f32]) {
+    check(w_t, gx, h, c, g);
+    assert!(
+        Level::available().contains(&level),
+        "this CPU cannot run {level:?}"
+    );
+    run(level, w_t, gx, h, c, g)
+}
+
+/// Panics unless the lengths fit one hidden width (see [`step_at`]).
+fn check(w_t: &[f32], gx: &[f32], h: &[f32], c: &[f32], g: &[f32]) {
     let hidden = h.len();
     assert!(
         c.len() == hidden
@@ -72,13 +84,14 @@ pub fn step_at(level: Level, w_t: &[f32], gx: &[f32], h: &mut [f32], c: &mut [f3
         g.len(),
         w_t.len()
     );
-    assert!(
-        Level::available().contains(&level),
-        "this CPU cannot run {level:?}"
-    );
+}
+
+/// [`step_at`] after its checks.
+fn run(level: Level, w_t: &[f32], gx: &[f32], h: &mut [f32], c: &mut [f32], g: &mut [f32]) {
     match level {
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: the level is one this CPU runs (asserted above).
+        // SAFETY: callers pass a level this CPU runs (`step_at` asserts it, `step` takes the
+        // best one).
         Level::Avx512 => unsafe { step_avx512(w_t, gx, h, c, g) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as above.
