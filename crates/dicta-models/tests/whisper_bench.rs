@@ -493,14 +493,18 @@ fn self_attention_levels() {
     eprintln!("self-attention one window: {line}");
 }
 
-/// Building the cross-attention keys and values of 1 and 3 windows (the int8 model's f16
-/// cache): medians of 9.
+/// Building the cross-attention keys and values of 1 and 3 windows, int8 (f16 cache) and
+/// float32: medians of `DICTA_BENCH_REPS` (9).
 #[test]
 #[ignore = "timing report; run explicitly"]
 fn cross_kv_build() {
     use dicta_models::whisper::{ComputeType, LoadOptions, Whisper};
     let Some(dir) = model_dir() else { return };
     let mel3 = mel();
+    let reps = std::env::var("DICTA_BENCH_REPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(9);
     for ct in [ComputeType::Int8, ComputeType::Float32] {
         if std::env::var("DICTA_BENCH_CT").is_ok_and(|o| o != ct.to_string()) {
             continue;
@@ -508,10 +512,6 @@ fn cross_kv_build() {
         let m = Whisper::load_with(&dir, &Device::Cpu, &LoadOptions { compute_type: ct }).unwrap();
         for n in [1usize, 3] {
             let enc = m.encode(&mel3.i(0..n).unwrap()).unwrap();
-            let reps = std::env::var("DICTA_BENCH_REPS")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(9);
             let t = median_secs(reps, || {
                 std::hint::black_box(m.new_cache(&enc).unwrap());
             });

@@ -9,47 +9,11 @@
 
 use super::math::{exp, madd};
 
-/// Kernel implementations, fastest first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Level {
-    /// Compiled for AVX-512F (and FMA).
-    Avx512,
-    /// Compiled for AVX2 and FMA.
-    Avx2,
-    /// Portable Rust, no fused multiply-adds.
-    Scalar,
-}
-
-impl Level {
-    /// The levels this CPU can run, fastest first (always ending with `Scalar`).
-    pub fn available() -> Vec<Level> {
-        let mut v = Vec::new();
-        #[cfg(target_arch = "x86_64")]
-        {
-            let fma = std::arch::is_x86_feature_detected!("fma");
-            if fma && std::arch::is_x86_feature_detected!("avx512f") {
-                v.push(Level::Avx512);
-            }
-            if fma && std::arch::is_x86_feature_detected!("avx2") {
-                v.push(Level::Avx2);
-            }
-        }
-        v.push(Level::Scalar);
-        v
-    }
-
-    /// The fastest level of this CPU.
-    pub fn best() -> Level {
-        static BEST: std::sync::OnceLock<Level> = std::sync::OnceLock::new();
-        *BEST.get_or_init(|| Level::available()[0])
-    }
-}
+pub use super::tile::Level;
 
 /// One LSTM step at the fastest level: see [`step_at`].
 pub fn step(w_t: &[f32], gx: &[f32], h: &mut [f32], c: &mut [f32], g: &mut [f32]) {
-    check(w_t, gx, h, c, g);
-    // `best` is always available: no per-step feature check.
-    run(Level::best(), w_t, gx, h, c, g)
+    step_at(Level::best(), w_t, gx, h, c, g)
 }
 
 /// One LSTM step with ONNX's gate order (input, output, forget, cell): `g = gx + Wᵀ·h`, then
@@ -63,16 +27,6 @@ pub fn step(w_t: &[f32], gx: &[f32], h: &mut [f32], c: &mut [f32], g: &mut [f32]
 /// # Panics
 /// On mismatched lengths, or a `level` this CPU cannot run (see [`Level::available`]).
 pub fn step_at(level: Level, w_t: &[f32], gx: &[f32], h: &mut [f32], c: &mut [f32], g: &mut [f32]) {
-    check(w_t, gx, h, c, g);
-    assert!(
-        Level::available().contains(&level),
-        "this CPU cannot run {level:?}"
-    );
-    run(level, w_t, gx, h, c, g)
-}
-
-/// Panics unless the lengths fit one hidden width (see [`step_at`]).
-fn check(w_t: &[f32], gx: &[f32], h: &[f32], c: &[f32], g: &[f32]) {
     let hidden = h.len();
     assert!(
         c.len() == hidden
@@ -84,24 +38,23 @@ fn check(w_t: &[f32], gx: &[f32], h: &[f32], c: &[f32], g: &[f32]) {
         g.len(),
         w_t.len()
     );
-}
-
-/// [`step_at`] after its checks.
-fn run(level: Level, w_t: &[f32], gx: &[f32], h: &mut [f32], c: &mut [f32], g: &mut [f32]) {
+    assert!(
+        Level::available().contains(&level),
+        "this CPU cannot run {level:?}"
+    );
     match level {
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: callers pass a level this CPU runs (`step_at` asserts it, `step` takes the
-        // best one).
+        // SAFETY: the level is one this CPU runs (asserted above).
         Level::Avx512 => unsafe { step_avx512(w_t, gx, h, c, g) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as above.
-        Level::Avx2 => unsafe { step_avx2(w_t, gx, h, c, g) },
+        Level::Avx2Fma => unsafe { step_avx2(w_t, gx, h, c, g) },
         _ => step_body::<false>(w_t, gx, h, c, g),
     }
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,fma")]
+#[target_feature(enable = "avx512f,avx2,fma")]
 unsafe fn step_avx512(w_t: &[f32], gx: &[f32], h: &mut [f32], c: &mut [f32], g: &mut [f32]) {
     step_body::<true>(w_t, gx, h, c, g)
 }
@@ -197,7 +150,7 @@ mod tests {
                         .collect()
                 })
                 .collect();
-            for level in Level::available() {
+            for &level in Level::available() {
                 let (mut h, mut c) = (vec![0f32; hidden], vec![0f32; hidden]);
                 let (mut hr, mut cr) = (vec![0f64; hidden], vec![0f64; hidden]);
                 let mut g = vec![0f32; 4 * hidden];
