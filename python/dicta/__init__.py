@@ -278,8 +278,9 @@ class Engine:
                 (``"transcribe"``/``"translate"``), ``initial_prompt``,
                 ``condition_on_previous_text``, ``without_timestamps``, ``word_timestamps``,
                 ``vad_filter``, ``vad_parameters`` (a dict of faster-whisper's names),
-                ``diarize``, ``num_speakers``, ``min_speakers``, ``max_speakers``, and the rest of
-                faster-whisper's (``patience``, ``length_penalty``, ``no_speech_threshold``, …).
+                ``diarize``, ``num_speakers``, ``min_speakers``, ``max_speakers``, ``final_window``
+                (``"auto"``/``"finish"``/``"seek"``), and the rest of faster-whisper's
+                (``patience``, ``length_penalty``, ``no_speech_threshold``, …).
 
         Returns:
             ``{"results": [...], "stats": {...}}`` in the CLI's JSON shape, results in input order.

@@ -5,7 +5,7 @@
 
 use dicta_core::{Error, Result, VadOptions};
 use dicta_engine::stream::EndpointOptions;
-use dicta_engine::whisper::{DecodeOptions, Task};
+use dicta_engine::whisper::{DecodeOptions, FinalWindow, Task};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -41,6 +41,7 @@ pub(crate) const DECODE_OPTIONS: &[&str] = &[
     "max_speakers",
     "speaker_threshold",
     "channels",
+    "final_window",
 ];
 
 /// The keys of `vad_parameters` (faster-whisper's `VadOptions`).
@@ -135,6 +136,14 @@ pub(crate) fn decode_options(
                 }
             }
             "max_new_tokens" => o.max_new_tokens = get(key, v, "an int or None")?,
+            "final_window" => {
+                let m: String = get(key, v, "\"auto\", \"finish\" or \"seek\"")?;
+                o.final_window = FinalWindow::parse(&m).ok_or_else(|| {
+                    Error::invalid_input(format!(
+                        "final_window must be \"auto\", \"finish\" or \"seek\", got {m:?}"
+                    ))
+                })?
+            }
             "seed" => o.seed = get(key, v, "an int >= 0")?,
             "word_timestamps" => o.word_timestamps = get(key, v, "a bool")?,
             "prepend_punctuations" => o.prepend_punctuations = get(key, v, "a str")?,

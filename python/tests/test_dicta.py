@@ -158,6 +158,8 @@ def test_bad_calls_raise_typed_errors(engine):
         engine.transcribe([str(JFK)], task="summarize")
     with pytest.raises(dicta.InvalidInput, match="vad_parameters"):
         engine.transcribe([str(JFK)], vad_filter=True, vad_parameters={"treshold": 0.5})
+    with pytest.raises(dicta.InvalidInput, match="final_window must be"):
+        engine.transcribe([str(JFK)], final_window="last")
     with pytest.raises(dicta.InvalidInput, match="sample_rate must be a positive int"):
         engine.transcribe([("x", np.zeros(16000, dtype=np.float32), 0)])
     with pytest.raises(dicta.InvalidInput, match="1-D"):
@@ -167,7 +169,7 @@ def test_bad_calls_raise_typed_errors(engine):
     # Without a VAD loaded, vad_filter fails every input with the reason (as the library does).
     out = engine.transcribe([str(JFK)], vad_filter=True)["results"][0]
     assert out["error"]["type"] == "invalid_input" and "vad_model" in out["error"]["message"]
-    assert set(dicta.Engine.transcribe_options()) >= {"beam_size", "language", "word_timestamps", "vad_filter"}
+    assert set(dicta.Engine.transcribe_options()) >= {"beam_size", "language", "word_timestamps", "vad_filter", "final_window"}
 
 
 def test_loading_errors_are_typed(tmp_path):

@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use dicta_core::{format, Stats, Transcript};
 use dicta_decode::{job::parse_hotword, BeamConfig, LmWeights};
-use dicta_engine::whisper::{DecodeOptions, LongFormMode, Task};
+use dicta_engine::whisper::{DecodeOptions, FinalWindow, LongFormMode, Task};
 use dicta_engine::{CtcDecoderKind, CtcOptions, Engine, EngineConfig, Input};
 use dicta_models::whisper::ComputeType;
 use serde::Deserialize;
@@ -62,6 +62,19 @@ pub enum LongForm {
     Batched,
     /// With previous-text conditioning (the default): sequential, except recordings of 12 minutes
     /// or more, cut into lanes of at least 6 minutes, batched. Without it: as batched.
+    Auto,
+}
+
+/// How the last window of a recording ends when the model stops before the end of its audio.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FinalWindowArg {
+    /// One more window for the rest, as faster-whisper.
+    Seek,
+    /// The rest decoded in the same window while it still sounds; a silent rest ends the
+    /// recording (saves a whole encoder pass per recording and lane).
+    Finish,
+    /// finish with int8 weights, seek with float32 (the reference, token-identical to
+    /// faster-whisper).
     Auto,
 }
 
@@ -130,6 +143,9 @@ pub struct TranscribeArgs {
     /// Long-form mode for recordings over 30 s.
     #[arg(long, value_enum, default_value_t = LongForm::Auto)]
     pub long_form: LongForm,
+    /// Whisper: the last window of a recording (or lane) when the model stops before its end.
+    #[arg(long, value_enum, default_value_t = FinalWindowArg::Auto)]
+    pub final_window: FinalWindowArg,
     /// CTC: overlap between windows (seconds).
     #[arg(long, default_value_t = 5.0)]
     pub overlap_seconds: f32,
@@ -260,6 +276,11 @@ pub fn run(args: &TranscribeArgs, g: &Globals) -> Result<u8> {
         channels: match args.channels {
             ChannelsArg::Mix => dicta_core::ChannelMode::Mix,
             ChannelsArg::Split => dicta_core::ChannelMode::Split,
+        },
+        final_window: match args.final_window {
+            FinalWindowArg::Seek => FinalWindow::Seek,
+            FinalWindowArg::Finish => FinalWindow::Finish,
+            FinalWindowArg::Auto => FinalWindow::Auto,
         },
         task: if args.translate || args.task == TaskArg::Translate {
             Task::Translate

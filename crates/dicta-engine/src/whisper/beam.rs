@@ -23,6 +23,8 @@ struct RowState {
     input: usize,
     seqs: Vec<Vec<u32>>,
     scores: Vec<f32>,
+    /// Per beam: whether its last-window hold was used (`LogitRules::apply_row`).
+    held: Vec<bool>,
     finished: Vec<(Vec<u32>, f32)>,
     top_beam_finished: bool,
 }
@@ -47,6 +49,7 @@ pub fn beam_search<M: StepModel>(
             input,
             seqs: vec![Vec::new()],
             scores: vec![0.0],
+            held: vec![false],
             finished: Vec::new(),
             top_beam_finished: false,
         })
@@ -64,7 +67,9 @@ pub fn beam_search<M: StepModel>(
             for k in 0..width {
                 let r = pos * width + k;
                 let row = &mut logits[r * v..(r + 1) * v];
-                params.rules.apply(row, &st.seqs[k]);
+                params
+                    .rules
+                    .apply_row(row, &st.seqs[k], st.input, &mut st.held[k]);
                 log_softmax_in_place(row);
                 let base = st.scores[k];
                 top_k_into(row, num_candidates, |token, lp| {
@@ -91,6 +96,7 @@ pub fn beam_search<M: StepModel>(
             cands.resize(num_candidates, pad);
             let mut new_seqs = Vec::with_capacity(beam_size);
             let mut new_scores = Vec::with_capacity(beam_size);
+            let mut new_held = Vec::with_capacity(beam_size);
             let mut secondary = beam_size;
             for k in 0..beam_size {
                 let mut chosen = k;
@@ -116,6 +122,7 @@ pub fn beam_search<M: StepModel>(
                 seq.push(c.token);
                 new_seqs.push(seq);
                 new_scores.push(c.score);
+                new_held.push(st.held[c.origin]);
                 select.push((pos * width + c.origin) as u32);
                 next_tokens.push(c.token);
             }
@@ -133,6 +140,7 @@ pub fn beam_search<M: StepModel>(
             } else {
                 st.seqs = new_seqs;
                 st.scores = new_scores;
+                st.held = new_held;
                 next_states.push(st);
             }
         }

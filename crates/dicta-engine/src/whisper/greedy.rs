@@ -93,6 +93,8 @@ pub fn greedy_search<M: StepModel>(
     let v = model.vocab_size();
     let mut seqs: Vec<Vec<u32>> = vec![Vec::new(); rows];
     let mut sums = vec![0f32; rows];
+    // Whether a row's last-window hold was used (`LogitRules::apply_row`).
+    let mut held = vec![false; rows];
     // Original row index of each live cache row.
     let mut active: Vec<usize> = (0..rows).collect();
     let mut probs = Vec::new();
@@ -102,7 +104,7 @@ pub fn greedy_search<M: StepModel>(
         let mut next = Vec::with_capacity(active.len());
         for (pos, &orig) in active.iter().enumerate() {
             let row = &mut logits[pos * v..(pos + 1) * v];
-            rules.apply(row, &seqs[orig]);
+            rules.apply_row(row, &seqs[orig], orig, &mut held[orig]);
             log_softmax_in_place(row);
             let token = match &mut sampler {
                 Sampler::Argmax => argmax(row),

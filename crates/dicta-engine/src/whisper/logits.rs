@@ -2,6 +2,8 @@
 //! at the first step, and Whisper's timestamp rules, as CTranslate2's `generate` applies
 //! them for faster-whisper.
 
+use super::final_window::FinalRest;
+
 /// Log-softmax of `x` in place. `-inf` entries stay `-inf`.
 pub fn log_softmax_in_place(x: &mut [f32]) {
     let lse = log_sum_exp(x);
@@ -56,6 +58,9 @@ pub struct LogitRules {
     suppress: Vec<u32>,
     suppress_at_begin: Vec<u32>,
     timestamps: Option<TimestampIds>,
+    /// Per search row: the sound of the row's window when it is the last of its recording and
+    /// is finished in place ([`super::final_window`]); empty when no row is.
+    finals: Vec<Option<std::sync::Arc<FinalRest>>>,
 }
 
 impl LogitRules {
@@ -70,7 +75,19 @@ impl LogitRules {
             suppress,
             suppress_at_begin,
             timestamps,
+            finals: Vec::new(),
         }
+    }
+
+    /// The same rules, with the last windows among the search rows (`finals[row]`) held to
+    /// the rest of their audio (through [`Self::apply_row`]).
+    pub fn with_finals(mut self, finals: Vec<Option<std::sync::Arc<FinalRest>>>) -> Self {
+        self.finals = if finals.iter().any(Option::is_some) {
+            finals
+        } else {
+            Vec::new()
+        };
+        self
     }
 
     /// The timestamp rules' token ids (`None` without timestamps).
@@ -97,6 +114,23 @@ impl LogitRules {
         }
         if let Some(ts) = &self.timestamps {
             apply_timestamp_rules(ts, logits, generated);
+        }
+    }
+
+    /// [`Self::apply`], then the hold of search row `row`'s last window, if it is one: where
+    /// the hypothesis `generated` would stop right after opening a segment while the audio
+    /// from there on still sounds ([`FinalRest::at_hold_point`]), end-of-text is masked, once
+    /// per hypothesis (`held` carries that through the search).
+    pub fn apply_row(&self, logits: &mut [f32], generated: &[u32], row: usize, held: &mut bool) {
+        self.apply(logits, generated);
+        if *held {
+            return;
+        }
+        if let (Some(Some(rest)), Some(ts)) = (self.finals.get(row), &self.timestamps) {
+            if rest.at_hold_point(generated, ts) && argmax(logits) == ts.eot as usize {
+                mask(logits, ts.eot as usize);
+                *held = true;
+            }
         }
     }
 }
@@ -261,5 +295,38 @@ mod tests {
         assert!((s - 1.0).abs() < 1e-6);
         assert_eq!(argmax(&x), 2);
         assert_eq!(log_sum_exp(&[f32::NEG_INFINITY]), f32::NEG_INFINITY);
+    }
+
+    #[test]
+    fn a_last_window_is_held_once_where_the_model_would_stop() {
+        use super::super::final_window::FinalRest;
+        // Two bands; loud on frames 0..100 of 120: steps 0..50 sound.
+        let mut mel = vec![-1.0f32; 2 * 3000];
+        mel[3000..3100].fill(1.0);
+        let rest = std::sync::Arc::new(FinalRest::of(&mel, 2, 120));
+        let rules = LogitRules::new(vec![], vec![], Some(TS)).with_finals(vec![None, Some(rest)]);
+        let g = [22, 5, 32, 32]; // a segment from step 0 to 10, one opened at step 10
+        let wants_eot = || {
+            let mut l = flat();
+            l[TS.eot as usize] = 5.0;
+            l
+        };
+        let mut held = false;
+        let mut l = wants_eot();
+        rules.apply_row(&mut l, &g, 1, &mut held);
+        assert!(held && l[TS.eot as usize] == f32::NEG_INFINITY);
+        // Once per hypothesis.
+        let mut l = wants_eot();
+        rules.apply_row(&mut l, &g, 1, &mut held);
+        assert_eq!(l[TS.eot as usize], 5.0);
+        // Not where the model goes on anyway, nor on a row that is not a last window.
+        let mut held = false;
+        let mut l = flat();
+        l[3] = 9.0;
+        rules.apply_row(&mut l, &g, 1, &mut held);
+        assert!(!held && l[TS.eot as usize] == 0.0);
+        let mut l = wants_eot();
+        rules.apply_row(&mut l, &g, 0, &mut held);
+        assert!(!held && l[TS.eot as usize] == 5.0);
     }
 }

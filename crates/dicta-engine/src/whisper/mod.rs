@@ -7,6 +7,7 @@
 
 pub mod beam;
 pub mod fallback;
+pub mod final_window;
 pub mod greedy;
 pub mod lanes;
 mod language;
@@ -19,6 +20,7 @@ mod transcriber;
 mod window;
 pub mod words;
 
+pub use final_window::FinalWindow;
 pub use language::check_language_task;
 pub use lookup::LOOKUP_DRAFT_TOKENS;
 pub use options::{DecodeOptions, LongFormMode, Task};

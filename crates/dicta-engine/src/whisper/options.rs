@@ -116,6 +116,10 @@ pub struct DecodeOptions {
     /// Told how far the call is and which segments are final as it runs
     /// ([`crate::progress`]); nothing by default. Changes no result.
     pub progress: crate::progress::Progress,
+    /// How the last window of a recording (or lane) ends when the model stops before the end
+    /// of its audio: another window as faster-whisper (`Seek`), or the rest decoded in place
+    /// (`Finish`); `Auto` finishes with int8 weights. See [`super::final_window`].
+    pub final_window: super::final_window::FinalWindow,
 }
 
 impl Default for DecodeOptions {
@@ -148,6 +152,7 @@ impl Default for DecodeOptions {
             diarize: None,
             channels: dicta_core::ChannelMode::Mix,
             progress: crate::progress::Progress::default(),
+            final_window: super::final_window::FinalWindow::Auto,
         }
     }
 }

@@ -480,12 +480,14 @@ pub(crate) fn speculative_greedy<M: SeqModel, D: Drafter>(
     let k = drafter.max_draft().max(1);
     let mut seqs: Vec<Vec<u32>> = vec![Vec::new(); rows];
     let mut sums = vec![0f32; rows];
+    // Whether a row's last-window hold was used (`LogitRules::apply_row`), as in greedy_search.
+    let mut held = vec![false; rows];
     let mut done = vec![max_len == 0; rows];
     // The first token from the prompt's logits, exactly as greedy_search's first step.
     if max_len > 0 {
         for r in 0..rows {
             let mut row = first[r * v..(r + 1) * v].to_vec();
-            rules.apply(&mut row, &seqs[r]);
+            rules.apply_row(&mut row, &seqs[r], r, &mut held[r]);
             log_softmax_in_place(&mut row);
             let t = argmax(&row) as u32;
             sums[r] += row[t as usize];
@@ -574,7 +576,7 @@ pub(crate) fn speculative_greedy<M: SeqModel, D: Drafter>(
             loop {
                 let at = (i * width + j) * v;
                 row_logits.copy_from_slice(&all[at..at + v]);
-                rules.apply(&mut row_logits, &seqs[r]);
+                rules.apply_row(&mut row_logits, &seqs[r], r, &mut held[r]);
                 log_softmax_in_place(&mut row_logits);
                 let t = argmax(&row_logits) as u32;
                 sums[r] += row_logits[t as usize];

@@ -6,9 +6,12 @@ use dicta_core::{Error, ErrorKind, Result, Segment, Transcript};
 use dicta_models::whisper::{Whisper, WhisperTokenizer};
 
 use super::fallback::{is_silence, Attempt};
+use super::final_window::FinalRest;
 use super::logits::argmax;
 use super::options::{DecodeOptions, LongFormMode, Task};
-use super::segments::{split_by_timestamps, RawSegment, FRAMES_PER_SECOND, WINDOW_FRAMES};
+use super::segments::{
+    split_by_timestamps, RawSegment, FRAMES_PER_SECOND, INPUT_STRIDE, WINDOW_FRAMES,
+};
 use super::window::{ce, AlignRequest, WindowDecoder, WindowJob};
 use super::words::{last_end, place_words, splits_on_unicode, PlacedWord, SegmentSpan};
 
@@ -83,6 +86,8 @@ struct SeqState {
     span: bool,
     /// Tokens its greedy search likely produces ([`WhisperTranscriber::transcribe_with_drafts`]).
     draft: Option<std::sync::Arc<[u32]>>,
+    /// The sound of the window being decoded when it is the last and finished in place.
+    final_rest: Option<std::sync::Arc<FinalRest>>,
 }
 
 impl<'m> WhisperTranscriber<'m> {
@@ -274,6 +279,7 @@ impl<'m> WhisperTranscriber<'m> {
                     split_on_unicode: splits_on_unicode(&lang),
                     span,
                     draft: draft.clone(),
+                    final_rest: None,
                 });
             }
         }
@@ -337,6 +343,9 @@ impl<'m> WhisperTranscriber<'m> {
                 .iter()
                 .map(|&i| self.seq_job(&states[i], opts))
                 .collect();
+            for (&i, j) in active.iter().zip(&jobs) {
+                states[i].final_rest = j.final_rest.clone();
+            }
             out.windows += jobs.len();
             out.batch_sizes.push(jobs.len());
             out.count_frames(
@@ -351,15 +360,27 @@ impl<'m> WhisperTranscriber<'m> {
         }
     }
 
+    /// Whether last windows are finished in place ([`super::final_window`]): the option, with
+    /// `Auto` resolved by the model's weights; never without timestamps (nothing seeks then).
+    fn finishes_final_windows(&self, opts: &DecodeOptions) -> bool {
+        let int8 = self.model.compute_type() == dicta_models::whisper::ComputeType::Int8;
+        !opts.without_timestamps && opts.final_window.finishes(int8)
+    }
+
     /// The next window of a recording in the seek loop.
     fn seq_job(&self, st: &SeqState, opts: &DecodeOptions) -> WindowJob {
         let size = WINDOW_FRAMES.min(st.content_frames - st.seek);
         let mel = window(&st.mel, st.seek, size);
+        let final_rest = (self.finishes_final_windows(opts)
+            && st.seek + size >= st.content_frames
+            && size + super::final_window::MIN_PADDING_FRAMES <= WINDOW_FRAMES)
+            .then(|| std::sync::Arc::new(FinalRest::of(&mel, st.mel.n_mels, size)));
         WindowJob {
             mel,
             prompt: self.prompt(&st.all_tokens[st.prompt_reset_since..], &st.sot_seq, opts),
             seed_key: st.seek as u64,
             draft: st.draft.clone(),
+            final_rest,
         }
     }
 
@@ -443,6 +464,13 @@ impl<'m> WhisperTranscriber<'m> {
                     st.last_speech = e;
                 }
             }
+            // A last window finished in place: a rest that no longer sounds ends the recording
+            // (the model was held to any rest that does, see `final_window`).
+            if let Some(rest) = &st.final_rest {
+                if seek < st.content_frames && !rest.sounds_from((seek - st.seek) / INPUT_STRIDE) {
+                    seek = st.content_frames;
+                }
+            }
             st.seek = seek;
             for (raw, w) in raws.into_iter().zip(words) {
                 let text = self.model.tokenizer.decode(&raw.tokens)?;
@@ -520,6 +548,7 @@ impl<'m> WhisperTranscriber<'m> {
                         prompt: vec![cfg.special.sot],
                         seed_key: 0,
                         draft: None,
+                        final_rest: None,
                     }
                 })
                 .collect();

@@ -33,6 +33,9 @@ pub struct WindowJob {
     /// Tokens the window's greedy search is likely to produce (a streaming buffer's previous
     /// hypothesis): drafted and verified ([`super::lookup`]), which changes no result.
     pub draft: Option<std::sync::Arc<[u32]>>,
+    /// The sound of the window's audio when it is the last of its recording (or lane) and is
+    /// finished in place ([`super::final_window`]); `None` otherwise.
+    pub final_rest: Option<std::sync::Arc<super::final_window::FinalRest>>,
 }
 
 /// One window to align words in: its text tokens over its encoder row.
@@ -464,7 +467,8 @@ impl WindowDecoder<'_> {
             (ns, dec.feed(&flat(sot_at + 1..prompt_len), rows)?)
         };
         let with_timestamps = *jobs[0].prompt.last().unwrap_or(&0) != sp.no_timestamps;
-        let rules = self.rules(with_timestamps);
+        let finals: Vec<_> = jobs.iter().map(|j| j.final_rest.clone()).collect();
+        let rules = self.rules(with_timestamps).with_finals(finals.clone());
         let params = SearchParams {
             rules: &rules,
             eot: sp.eot,
@@ -492,6 +496,17 @@ impl WindowDecoder<'_> {
             let sampler = Sampler::Temperature {
                 temperature,
                 rngs: &mut rngs,
+            };
+            // The search sees `n` rows per window.
+            let expanded = rules.clone().with_finals(
+                finals
+                    .iter()
+                    .flat_map(|f| std::iter::repeat_n(f.clone(), n))
+                    .collect(),
+            );
+            let params = SearchParams {
+                rules: &expanded,
+                ..params
             };
             let all = greedy_search(&mut dec, first, rows * n, &params, sampler)?;
             all.chunks(n)
