@@ -27,9 +27,13 @@ pub struct WhisperChunkModel {
 }
 
 impl WhisperChunkModel {
-    /// Wraps a loaded model; `opts` apply to every decode (validated here).
-    pub fn new(model: Arc<Whisper>, opts: DecodeOptions) -> Result<Self> {
+    /// Wraps a loaded model; `opts` apply to every decode (validated here), except that a
+    /// buffer's window is never finished in place: its end is where audio stopped arriving, not
+    /// the end of the recording, and the next step decodes it again anyway
+    /// ([`crate::whisper::FinalWindow::Seek`]).
+    pub fn new(model: Arc<Whisper>, mut opts: DecodeOptions) -> Result<Self> {
         opts.validate()?;
+        opts.final_window = crate::whisper::FinalWindow::Seek;
         Ok(Self { model, opts })
     }
 }
