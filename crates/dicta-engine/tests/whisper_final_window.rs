@@ -55,14 +55,6 @@ fn greedy(final_window: FinalWindow) -> DecodeOptions {
     }
 }
 
-fn load_int8() -> Option<dicta_models::whisper::Whisper> {
-    use dicta_models::whisper::{ComputeType, LoadOptions, Whisper};
-    let opts = LoadOptions {
-        compute_type: ComputeType::Int8,
-    };
-    Some(Whisper::load_with(&model_dir()?, &candle_core::Device::Cpu, &opts).unwrap())
-}
-
 fn text(out: &TranscribeOutput, i: usize) -> Vec<String> {
     let t = out.transcripts[i].as_ref().expect("transcribed");
     words(

@@ -336,15 +336,6 @@ fn auto_mode_is_sequential_below_12_minutes_and_lanes_of_6_minutes_above() {
     );
 }
 
-/// The test model loaded with the int8 compute type.
-fn load_int8() -> Option<dicta_models::whisper::Whisper> {
-    use dicta_models::whisper::{ComputeType, LoadOptions, Whisper};
-    let opts = LoadOptions {
-        compute_type: ComputeType::Int8,
-    };
-    Some(Whisper::load_with(&model_dir()?, &candle_core::Device::Cpu, &opts).unwrap())
-}
-
 /// Each segment's times and tokens.
 fn timed_tokens(t: &dicta_core::Transcript) -> Vec<(f64, f64, Vec<u32>)> {
     t.segments

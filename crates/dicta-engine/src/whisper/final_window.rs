@@ -132,14 +132,7 @@ impl FinalRest {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const TS: TimestampIds = TimestampIds {
-        eot: 20,
-        no_timestamps: 21,
-        timestamp_begin: 22,
-        timestamp_end: 39,
-        max_initial_timestamp: 24,
-    };
+    use crate::whisper::logits::tests::TS;
 
     /// A 2-band window of `frames` frames: loud (1.0) on `loud`, quiet (-1.0) elsewhere.
     fn window(frames: usize, loud: std::ops::Range<usize>) -> Vec<f32> {

@@ -195,12 +195,12 @@ fn apply_timestamp_rules(ts: &TimestampIds, logits: &mut [f32], generated: &[u32
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     const V: usize = 40;
-    // Toy vocabulary: 0..20 text, 20 = EOT, 21 = notimestamps, 22..40 timestamps.
-    const TS: TimestampIds = TimestampIds {
+    /// Toy vocabulary: 0..20 text, 20 = EOT, 21 = notimestamps, 22..40 timestamps.
+    pub(crate) const TS: TimestampIds = TimestampIds {
         eot: 20,
         no_timestamps: 21,
         timestamp_begin: 22,

@@ -80,6 +80,15 @@ pub fn load_model() -> Option<Whisper> {
     Some(Whisper::load(&dir, &Device::Cpu).expect("load model"))
 }
 
+/// The test model ([`model_dir`]) loaded with the int8 compute type.
+pub fn load_int8() -> Option<Whisper> {
+    use dicta_models::whisper::{ComputeType, LoadOptions};
+    let opts = LoadOptions {
+        compute_type: ComputeType::Int8,
+    };
+    Some(Whisper::load_with(&model_dir()?, &Device::Cpu, &opts).expect("load int8 model"))
+}
+
 /// The rows of the shared data's `manifest.jsonl` (one JSON object per recording: `id`,
 /// `audio_16k_wav`, `text`, `category`, …), in file order; empty where the data is absent.
 pub fn manifest() -> Vec<serde_json::Value> {
