@@ -7,12 +7,13 @@
 //! bench's 8x30s workload, one window in four of its mixed workload, and a window at the end of
 //! each lane of a long recording.
 //!
-//! [`FinalWindow::Finish`] decodes that rest in the window that holds it: where the model would
-//! stop right after opening a segment, and the audio from that segment's start on still
-//! sounds, end-of-text is masked and the model transcribes the rest with the whole window's
-//! context. A rest that is silent ends the recording without another window. Each segment is
-//! held at most once per start time, so a model that keeps reopening a segment at the same
-//! timestamp is let go.
+//! [`FinalWindow::Finish`] decodes that rest in the window that holds it, when the window has at
+//! least [`MIN_PADDING_FRAMES`] of padding after its audio (the model can see the recording
+//! end): where the model would stop right after opening a segment, and the audio from that
+//! segment's start on still sounds ([`FinalRest::at_hold_point`]), end-of-text is masked, once
+//! per hypothesis ([`super::logits::LogitRules::apply_row`]), and the model transcribes the
+//! rest with the whole window's context. A rest that is silent ends the recording without
+//! another window.
 
 use super::logits::TimestampIds;
 
