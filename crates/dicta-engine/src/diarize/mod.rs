@@ -223,9 +223,7 @@ fn assign(emb: &[Vec<f32>], spans: &[(usize, usize)], opts: &DiarizeOptions) -> 
     let mut voices: Vec<usize> = Vec::new();
     loop {
         let k_now = labels.iter().max().map_or(0, |m| m + 1);
-        let counts: Vec<usize> = (0..k_now)
-            .map(|c| labels.iter().filter(|&&l| l == c).count())
-            .collect();
+        let counts = cluster_sizes(&labels, k_now);
         // The smallest cluster, when it is minor: under 3 windows (about 2 s of speech: too
         // little for 1.5 s embeddings to tell a new voice from a change of style; pyannote's
         // clustering folds far larger ones) or 5% of them.
@@ -266,10 +264,7 @@ fn assign(emb: &[Vec<f32>], spans: &[(usize, usize)], opts: &DiarizeOptions) -> 
     if tracing::enabled!(tracing::Level::DEBUG) {
         let k_now = labels.iter().max().map_or(0, |m| m + 1);
         let centroids = cluster_sums(emb, &labels, k_now);
-        let mut sizes = vec![0usize; k_now];
-        for &l in &labels {
-            sizes[l] += 1;
-        }
+        let sizes = cluster_sizes(&labels, k_now);
         let mut pairs = Vec::new();
         for a in 0..k_now {
             for b in a + 1..k_now {
@@ -316,10 +311,7 @@ fn fold_single_stretches(
             return;
         }
         let sums = cluster_sums(emb, labels, k);
-        let mut counts = vec![0usize; k];
-        for &l in labels.iter() {
-            counts[l] += 1;
-        }
+        let counts = cluster_sizes(labels, k);
         // (windows, distance, cluster, nearest): the smallest, then the closest, first.
         let mut best: Option<(usize, f32, usize, usize)> = None;
         for c in 0..k {
@@ -338,16 +330,7 @@ fn fold_single_stretches(
         let Some((_, _, c, t)) = best else {
             return;
         };
-        for l in labels.iter_mut() {
-            if *l == c {
-                *l = t;
-            }
-        }
-        for l in labels.iter_mut() {
-            if *l > c {
-                *l -= 1;
-            }
-        }
+        merge_into(labels, c, t);
     }
 }
 
@@ -378,14 +361,30 @@ fn merge_close_centroids(emb: &[Vec<f32>], labels: &mut [usize], lo: usize) {
         if d >= SAME_VOICE {
             return;
         }
-        for l in labels.iter_mut() {
-            if *l == b {
-                *l = a;
-            } else if *l > b {
-                *l -= 1;
-            }
+        merge_into(labels, b, a);
+    }
+}
+
+/// Relabels cluster `from` as `into` and closes the gap: labels above `from` move down one, so
+/// they stay `0..k-1`.
+fn merge_into(labels: &mut [usize], from: usize, into: usize) {
+    for l in labels.iter_mut() {
+        if *l == from {
+            *l = into;
+        }
+        if *l > from {
+            *l -= 1;
         }
     }
+}
+
+/// The number of windows in each of the `k` clusters.
+fn cluster_sizes(labels: &[usize], k: usize) -> Vec<usize> {
+    let mut sizes = vec![0usize; k];
+    for &l in labels {
+        sizes[l] += 1;
+    }
+    sizes
 }
 
 /// The sum of each of the `k` clusters' embeddings (cosine needs no division by the size).
