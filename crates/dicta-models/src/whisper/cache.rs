@@ -21,6 +21,11 @@ pub struct DecoderCache {
     /// empty when no row is padded. Row `r`'s token at cache position `j` has position
     /// `j - starts[r]` and attends to positions `starts[r]..` only.
     starts: Vec<usize>,
+    /// Per row: its family. Rows of one family hold the same self-attention K/V at positions
+    /// `0..shared` (the beams of a window, copied from one row after its prompt); empty while
+    /// every row is its own family.
+    family: Vec<u32>,
+    shared: usize,
     /// Per layer: cross-attention keys/values [W, H, T_audio, Dh] (f32), or in f16 with the
     /// keys in blocks [W, H, ⌈T_audio/16⌉, 16·Dh] (see `kernels::attend_cross_f16`).
     cross: Vec<(Tensor, Tensor)>,
@@ -58,6 +63,8 @@ impl DecoderCache {
             len: 0,
             rows,
             starts: Vec::new(),
+            family: Vec::new(),
+            shared: 0,
             cross,
             group: 1,
             n_head,
@@ -119,6 +126,7 @@ impl DecoderCache {
             )));
         }
         self.len = len;
+        self.shared = self.shared.min(len);
         Ok(())
     }
 
@@ -144,6 +152,11 @@ impl DecoderCache {
         }
         let in_place = indices.len() <= self.rows && dev.is_cpu();
         let idx = Tensor::new(indices, &dev).map_err(ce)?;
+        let old_family: Vec<u32> = if self.family.is_empty() {
+            (0..self.rows as u32).collect()
+        } else {
+            self.family.clone()
+        };
         for t in self.self_k.iter_mut().chain(self.self_v.iter_mut()) {
             *t = if in_place {
                 // Beam search reorders every step: moving the decoded positions of the rows
@@ -152,6 +165,8 @@ impl DecoderCache {
                 t.inplace_op1(&GatherRows {
                     indices,
                     len: self.len,
+                    family: &old_family,
+                    shared: self.shared,
                 })
                 .map_err(ce)?;
                 t.narrow(0, 0, indices.len()).map_err(ce)?
@@ -196,6 +211,13 @@ impl DecoderCache {
         }
         self.group = group;
         self.rows = indices.len();
+        // Rows copied from one row are equal up to `len`; while every row was its own family
+        // (the expansion into beams, right after the prompt) that makes the new families share
+        // all decoded positions. Later selections keep the shared length.
+        if self.family.is_empty() {
+            self.shared = self.len;
+        }
+        self.family = indices.iter().map(|&i| old_family[i as usize]).collect();
         Ok(())
     }
 
@@ -291,10 +313,14 @@ impl DecoderCache {
 
 /// Row `i` of a contiguous f32 `[N, H, cap, Dh]` cache ← old row `indices[i]` (`indices.len() ≤ N`),
 /// positions `0..len` only (the rest is unused), in place. Rows past `indices.len()` are left as
-/// they are (the caller narrows them away).
+/// they are (the caller narrows them away). Positions `0..shared` are not copied between rows of
+/// one `family` (they hold the same values): a beam's prompt, often 200 of its 250 positions.
 struct GatherRows<'a> {
     indices: &'a [u32],
     len: usize,
+    /// Per old row: its family ([`DecoderCache::family`]).
+    family: &'a [u32],
+    shared: usize,
 }
 
 impl candle_core::InplaceOp1 for GatherRows<'_> {
@@ -319,19 +345,36 @@ impl candle_core::InplaceOp1 for GatherRows<'_> {
             );
         }
         let data = &mut data[layout.start_offset()..layout.start_offset() + n * h * cap * dh];
+        if self.family.len() < n || self.shared > self.len {
+            candle_core::bail!("gather-rows: {} families for {n} rows", self.family.len());
+        }
         let (row, plane, used) = (h * cap * dh, cap * dh, self.len * dh);
         let changes = |i: usize| self.indices.get(i).is_some_and(|&s| s as usize != i);
-        // A source row that is itself overwritten is read from a copy taken first.
-        let mut saved: Vec<(usize, Vec<f32>)> = Vec::new();
+        // The first position row `dst` takes from `src`: past the shared prefix within a family.
+        let from = |dst: usize, src: usize| {
+            if self.family[dst] == self.family[src] {
+                self.shared * dh
+            } else {
+                0
+            }
+        };
+        // A source row that is itself overwritten is read from a copy taken first (of the
+        // positions its readers take).
+        let mut saved: Vec<(usize, usize, Vec<f32>)> = Vec::new();
         for &src in self.indices {
             let src = src as usize;
-            if changes(src) && !saved.iter().any(|(s, _)| *s == src) {
-                let mut copy = Vec::with_capacity(h * used);
+            if changes(src) && !saved.iter().any(|(s, _, _)| *s == src) {
+                let lo = (0..self.indices.len())
+                    .filter(|&d| self.indices[d] as usize == src && d != src)
+                    .map(|d| from(d, src))
+                    .min()
+                    .unwrap_or(used);
+                let mut copy = Vec::with_capacity(h * (used - lo));
                 for p in 0..h {
                     let at = src * row + p * plane;
-                    copy.extend_from_slice(&data[at..at + used]);
+                    copy.extend_from_slice(&data[at + lo..at + used]);
                 }
-                saved.push((src, copy));
+                saved.push((src, lo, copy));
             }
         }
         for (dst, &src) in self.indices.iter().enumerate() {
@@ -339,15 +382,19 @@ impl candle_core::InplaceOp1 for GatherRows<'_> {
             if src == dst {
                 continue;
             }
-            let copy = saved.iter().find(|(s, _)| *s == src).map(|(_, c)| c);
+            let lo = from(dst, src);
+            let copy = saved.iter().find(|(s, _, _)| *s == src);
             for p in 0..h {
                 let to = dst * row + p * plane;
                 match copy {
-                    Some(copy) => {
-                        data[to..to + used].copy_from_slice(&copy[p * used..(p + 1) * used])
+                    Some((_, start, copy)) => {
+                        let w = used - start;
+                        data[to + lo..to + used]
+                            .copy_from_slice(&copy[p * w + lo - start..(p + 1) * w])
                     }
                     None => {
-                        data.copy_within(src * row + p * plane..src * row + p * plane + used, to)
+                        let at = src * row + p * plane;
+                        data.copy_within(at + lo..at + used, to + lo)
                     }
                 }
             }
@@ -383,10 +430,56 @@ mod tests {
             t.inplace_op1(&GatherRows {
                 indices: &indices,
                 len,
+                family: &(0..n as u32).collect::<Vec<_>>(),
+                shared: 0,
             })
             .unwrap();
             t = t.narrow(0, 0, indices.len()).unwrap();
             let got = t.i((.., .., ..len, ..)).unwrap().flatten_all().unwrap();
+            let exp = want.i((.., .., ..len, ..)).unwrap().flatten_all().unwrap();
+            assert_eq!(
+                got.to_vec1::<f32>().unwrap(),
+                exp.to_vec1::<f32>().unwrap(),
+                "{indices:?}"
+            );
+        }
+    }
+
+    /// Rows of one family skip their shared prefix and still end up equal to `index_select`:
+    /// beams reordered within and across windows (families 0, 1), with a row saved first.
+    #[test]
+    fn a_family_skips_its_shared_prefix() {
+        let (n, h, cap, dh, len, shared) = (6, 2, 9, 3, 8, 5);
+        // Rows 0..3 are family 0 and rows 3..6 family 1; a family's rows agree on 0..shared.
+        let data: Vec<f32> = (0..n * h * cap * dh)
+            .map(|i| {
+                let (r, pos) = (i / (h * cap * dh), (i / dh) % cap);
+                if pos < shared {
+                    (r / 3 * 1000 + i % (h * cap * dh)) as f32
+                } else {
+                    i as f32
+                }
+            })
+            .collect();
+        let family = [0u32, 0, 0, 1, 1, 1];
+        for indices in [
+            vec![2u32, 0, 0, 4, 3, 3],
+            vec![1, 2, 0, 5, 5, 4],
+            vec![3, 0, 1],
+        ] {
+            let t = Tensor::from_vec(data.clone(), (n, h, cap, dh), &Device::Cpu).unwrap();
+            let want = t
+                .index_select(&Tensor::new(indices.as_slice(), &Device::Cpu).unwrap(), 0)
+                .unwrap();
+            t.inplace_op1(&GatherRows {
+                indices: &indices,
+                len,
+                family: &family,
+                shared,
+            })
+            .unwrap();
+            let got = t.narrow(0, 0, indices.len()).unwrap();
+            let got = got.i((.., .., ..len, ..)).unwrap().flatten_all().unwrap();
             let exp = want.i((.., .., ..len, ..)).unwrap().flatten_all().unwrap();
             assert_eq!(
                 got.to_vec1::<f32>().unwrap(),
