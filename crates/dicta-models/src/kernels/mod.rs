@@ -219,11 +219,36 @@ pub fn attend_causal(
     offset: usize,
     starts: &[usize],
 ) -> candle_core::Result<Tensor> {
+    attend_causal_shared(q, k, v, offset, starts, None)
+}
+
+/// Rows of a causal attention whose first `shared` cached positions hold the same keys and values
+/// as another row's (the beams of one window share their prompt): row `b` reads them from row
+/// `source[b]`.
+#[derive(Debug, Clone, Copy)]
+pub struct SharedPrefix<'a> {
+    pub source: &'a [usize],
+    pub shared: usize,
+}
+
+/// [`attend_causal`] where rows share a prefix ([`SharedPrefix`]): the same bits (the same
+/// values, read from one row's copy). The beams of a window then read one copy of their prompt's
+/// keys and values, which stays in cache from one beam to the next, instead of five copies from
+/// memory (a step's self-attention reads ≈ 3.7 MB per row over a 225-token prompt).
+pub fn attend_causal_shared(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    offset: usize,
+    starts: &[usize],
+    prefix: Option<SharedPrefix<'_>>,
+) -> candle_core::Result<Tensor> {
     let (b, h, l, d) = q.dims4()?;
     let t = offset + l;
     if k.dims4()? != (b, h, t, d)
         || v.dims4()? != (b, h, t, d)
         || !(starts.is_empty() || starts.len() == b)
+        || prefix.is_some_and(|p| p.source.len() != b || p.source.iter().any(|&r| r >= b))
     {
         candle_core::bail!(
             "attend_causal: q {:?}, k {:?}, v {:?}, offset {offset}, {} starts",
@@ -248,19 +273,39 @@ pub fn attend_causal(
             out.par_chunks_mut(l * d).enumerate().for_each(|(bh, o)| {
                 let (k0, v0) = (block_start(kl, h, bh), block_start(vl, h, bh));
                 let start = starts.get(bh / h).copied().unwrap_or(0);
+                // Where this row reads its shared positions `..shared` from, if elsewhere.
+                let shared = prefix.and_then(|p| {
+                    let src = p.source[bh / h];
+                    let at = src * h + bh % h;
+                    (src != bh / h && p.shared > 0)
+                        .then(|| (block_start(kl, h, at), block_start(vl, h, at), p.shared))
+                });
                 let mut p = vec![0f32; t];
                 for i in 0..l {
                     let ti = offset + i + 1;
                     let s = start.min(ti - 1);
                     let q = &qd[(bh * l + i) * d..(bh * l + i + 1) * d];
-                    attend_head(
-                        q,
-                        &kd[k0 + s * d..k0 + ti * d],
-                        &vd[v0 + s * d..v0 + ti * d],
-                        d,
-                        &mut p[..ti - s],
-                        &mut o[i * d..(i + 1) * d],
-                    );
+                    let o = &mut o[i * d..(i + 1) * d];
+                    match shared {
+                        Some((ks, vs, n)) if s < n.min(ti) => {
+                            let m = n.min(ti);
+                            attend_one_split(
+                                q,
+                                [&kd[ks + s * d..ks + m * d], &kd[k0 + m * d..k0 + ti * d]],
+                                [&vd[vs + s * d..vs + m * d], &vd[v0 + m * d..v0 + ti * d]],
+                                &mut p[..ti - s],
+                                o,
+                            )
+                        }
+                        _ => attend_head(
+                            q,
+                            &kd[k0 + s * d..k0 + ti * d],
+                            &vd[v0 + s * d..v0 + ti * d],
+                            d,
+                            &mut p[..ti - s],
+                            o,
+                        ),
+                    }
                 }
             });
             Ok(())
@@ -347,6 +392,53 @@ fn check_blocks(len: usize, l: &Layout, h: usize, block: usize) -> candle_core::
         candle_core::bail!("attention: a K/V view reaches past its storage")
     }
     Ok(())
+}
+
+/// [`attend_head`] for one query over keys and values in two parts (their concatenation): the
+/// same bits.
+fn attend_one_split(q: &[f32], k: [&[f32]; 2], v: [&[f32]; 2], p: &mut [f32], out: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if avx2_fma() {
+        // SAFETY: the CPU supports AVX2 and FMA (checked at run time).
+        return unsafe { attend_one_split_avx2(q, k, v, p, out) };
+    }
+    attend_one_split_body::<false>(q, k, v, p, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn attend_one_split_avx2(
+    q: &[f32],
+    k: [&[f32]; 2],
+    v: [&[f32]; 2],
+    p: &mut [f32],
+    out: &mut [f32],
+) {
+    attend_one_split_body::<true>(q, k, v, p, out)
+}
+
+/// [`attend_head_body`]'s arithmetic for one query (`q` [D]) over keys `k[0]` then `k[1]`.
+#[inline(always)]
+fn attend_one_split_body<const FMA: bool>(
+    q: &[f32],
+    k: [&[f32]; 2],
+    v: [&[f32]; 2],
+    p: &mut [f32],
+    out: &mut [f32],
+) {
+    let d = q.len();
+    let keys = k[0].chunks_exact(d).chain(k[1].chunks_exact(d));
+    for (s, key) in p.iter_mut().zip(keys) {
+        *s = dot::<FMA>(q, key);
+    }
+    softmax_in_place::<FMA>(p);
+    out.fill(0.0);
+    let values = v[0].chunks_exact(d).chain(v[1].chunks_exact(d));
+    for (&w, value) in p.iter().zip(values) {
+        for (o, x) in out.iter_mut().zip(value) {
+            *o = madd::<FMA>(w, *x, *o);
+        }
+    }
 }
 
 /// One (batch, head): q [M, D], k and v [T, D] → probabilities [M, T] (in `p`) and out [M, D].
@@ -494,6 +586,72 @@ mod tests {
                 .matmul(&vc)
                 .unwrap();
             assert!(max_abs_diff(&out, &want) < 1e-5, "vs masked matmuls");
+        }
+    }
+
+    /// Rows reading a shared prefix from another row give the bits of reading their own copy:
+    /// rows 1 and 2 take positions `..shared` from row 0 (their own copies are garbage there),
+    /// row 3 is its own source; with left padding, one new position and several, and a
+    /// prefix longer than the keys a query sees.
+    #[test]
+    fn a_shared_prefix_is_read_from_its_source_row() {
+        let dev = Device::Cpu;
+        let val = |n: usize, salt: usize| -> Vec<f32> {
+            (0..n)
+                .map(|i| (((i * 7919 + salt * 104_729) % 2001) as f32 - 1000.0) / 700.0)
+                .collect()
+        };
+        let (b, h, d, cap) = (4, 2, 64, 24);
+        for (l, offset, shared, starts) in [
+            (1, 9, 6, vec![]),
+            (3, 9, 6, vec![2, 2, 2, 0]),
+            (2, 3, 8, vec![]),
+        ] {
+            let t = offset + l;
+            let q = Tensor::from_vec(val(b * h * l * d, 1), (b, h, l, d), &dev).unwrap();
+            // Every row equals row 0 on positions `..shared`.
+            let same = |salt: usize| -> Vec<f32> {
+                let mut x = val(b * h * cap * d, salt);
+                for r in 1..b {
+                    for hh in 0..h {
+                        for j in 0..shared * d {
+                            x[(r * h + hh) * cap * d + j] = x[hh * cap * d + j];
+                        }
+                    }
+                }
+                x
+            };
+            let (kx, vx) = (same(2), same(3));
+            let want = {
+                let kb = Tensor::from_vec(kx.clone(), (b, h, cap, d), &dev).unwrap();
+                let vb = Tensor::from_vec(vx.clone(), (b, h, cap, d), &dev).unwrap();
+                let (k, v) = (kb.narrow(2, 0, t).unwrap(), vb.narrow(2, 0, t).unwrap());
+                attend_causal(&q, &k, &v, offset, &starts).unwrap()
+            };
+            let garbage = |mut x: Vec<f32>| {
+                for r in 1..3 {
+                    for hh in 0..h {
+                        for j in 0..shared * d {
+                            x[(r * h + hh) * cap * d + j] = 1e30;
+                        }
+                    }
+                }
+                x
+            };
+            let kb = Tensor::from_vec(garbage(kx), (b, h, cap, d), &dev).unwrap();
+            let vb = Tensor::from_vec(garbage(vx), (b, h, cap, d), &dev).unwrap();
+            let (k, v) = (kb.narrow(2, 0, t).unwrap(), vb.narrow(2, 0, t).unwrap());
+            let prefix = SharedPrefix {
+                source: &[0, 0, 0, 3],
+                shared,
+            };
+            let got = attend_causal_shared(&q, &k, &v, offset, &starts, Some(prefix)).unwrap();
+            assert_eq!(max_abs_diff(&got, &want), 0.0, "l {l}, shared {shared}");
+            let bad = SharedPrefix {
+                source: &[0, 0, 4, 3],
+                shared,
+            };
+            assert!(attend_causal_shared(&q, &k, &v, offset, &starts, Some(bad)).is_err());
         }
     }
 

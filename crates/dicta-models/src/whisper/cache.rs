@@ -115,6 +115,19 @@ impl DecoderCache {
         Ok(())
     }
 
+    /// Per row, the row whose copy of the shared positions `..shared` it may read (the first row
+    /// of its family), and `shared`; `None` while no rows share positions.
+    pub(crate) fn prefix_sources(&self) -> Option<(Vec<usize>, usize)> {
+        if self.family.is_empty() || self.shared == 0 {
+            return None;
+        }
+        let mut first: std::collections::HashMap<u32, usize> = std::collections::HashMap::new();
+        let sources = (0..self.rows)
+            .map(|r| *first.entry(self.family[r]).or_insert(r))
+            .collect();
+        Some((sources, self.shared))
+    }
+
     /// Forgets every position from `len` on (speculative decoding rolls back the drafted tokens
     /// the main model rejected); the next decode call writes from `len`. The positions stay
     /// allocated and are overwritten, so a rollback costs nothing.

@@ -558,6 +558,14 @@ impl Decoder {
             None
         };
         cache.reserve(offset + l)?;
+        // The beams of a window read their shared prompt from one row (the same values).
+        let sources = cache.prefix_sources();
+        let shared = sources
+            .as_ref()
+            .map(|(source, shared)| kernels::SharedPrefix {
+                source,
+                shared: *shared,
+            });
         for (li, layer) in self.layers.iter().enumerate() {
             // Self-attention over cached + new positions.
             let h = layer.ln1.forward(&x)?;
@@ -566,18 +574,21 @@ impl Decoder {
             let a = if trim && li + 1 == n_layers {
                 x = x.narrow(1, l - 1, 1)?.contiguous()?;
                 let q = qkv[0].narrow(2, l - 1, 1)?;
-                merge_heads(&kernels::attend_causal(
+                merge_heads(&kernels::attend_causal_shared(
                     &q,
                     &k,
                     &v,
                     offset + l - 1,
                     &starts,
+                    shared,
                 )?)?
             } else if self.kv_f16 {
                 // int8: causal attention over the cache in place, each position as a one-token
                 // step computes it (so also the verification pass's rule below). The float32
                 // path keeps candle's matmuls: it is the token-parity reference.
-                merge_heads(&kernels::attend_causal(&qkv[0], &k, &v, offset, &starts)?)?
+                merge_heads(&kernels::attend_causal_shared(
+                    &qkv[0], &k, &v, offset, &starts, shared,
+                )?)?
             } else if stepwise && l > 1 {
                 // One query at a time over its own prefix, as a one-token step computes it.
                 let per = (0..l)
