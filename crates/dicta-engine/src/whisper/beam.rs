@@ -5,6 +5,7 @@
 //! `round(beam * patience)` hypotheses finished.
 
 use dicta_core::Result;
+use rayon::prelude::*;
 
 use super::greedy::{Hypothesis, SearchParams, StepModel};
 use super::logits::log_softmax_in_place;
@@ -59,26 +60,38 @@ pub fn beam_search<M: StepModel>(
         let last_step = step + 1 == params.max_len;
         // Cache rows per state at this step: 1 before the first expansion, beam_size after.
         let width = if step == 0 { 1 } else { beam_size };
+        // Each row's rules, log-softmax and top candidates (passes over the whole vocabulary)
+        // on every thread: run one row at a time they left the other core idle for ≈ 7% of a
+        // beam-5 transcription. Per row: its candidates (token, log-probability) and its hold.
+        let ranked: Vec<(Vec<(u32, f32)>, bool)> = logits[..states.len() * width * v]
+            .par_chunks_mut(v)
+            .enumerate()
+            .map(|(r, row)| {
+                let (st, k) = (&states[r / width], r % width);
+                let mut held = st.held[k];
+                params
+                    .rules
+                    .apply_row(row, &st.seqs[k], st.input, &mut held);
+                log_softmax_in_place(row);
+                let mut top = Vec::with_capacity(num_candidates);
+                top_k_into(row, num_candidates, |token, lp| top.push((token, lp)));
+                (top, held)
+            })
+            .collect();
         let mut select: Vec<u32> = Vec::new();
         let mut next_tokens: Vec<u32> = Vec::new();
         let mut next_states = Vec::with_capacity(states.len());
         for (pos, mut st) in states.into_iter().enumerate() {
             cands.clear();
             for k in 0..width {
-                let r = pos * width + k;
-                let row = &mut logits[r * v..(r + 1) * v];
-                params
-                    .rules
-                    .apply_row(row, &st.seqs[k], st.input, &mut st.held[k]);
-                log_softmax_in_place(row);
+                let (top, held) = &ranked[pos * width + k];
+                st.held[k] = *held;
                 let base = st.scores[k];
-                top_k_into(row, num_candidates, |token, lp| {
-                    cands.push(Candidate {
-                        origin: k,
-                        token,
-                        score: base + lp,
-                    })
-                });
+                cands.extend(top.iter().map(|&(token, lp)| Candidate {
+                    origin: k,
+                    token,
+                    score: base + lp,
+                }));
             }
             // Stable sort keeps lower beam / lower token first on exact ties.
             cands.sort_by(|a, b| b.score.total_cmp(&a.score));
