@@ -499,6 +499,13 @@ mod tests {
     use super::*;
     use candle_core::Device;
 
+    /// `n` deterministic values in [-1.43, 1.43], different per `salt`.
+    fn vals(n: usize, salt: usize) -> Vec<f32> {
+        (0..n)
+            .map(|i| (((i * 7919 + salt * 104_729) % 2001) as f32 - 1000.0) / 700.0)
+            .collect()
+    }
+
     pub(super) fn max_abs_diff(a: &Tensor, b: &Tensor) -> f32 {
         (a - b)
             .and_then(|d| d.abs())
@@ -511,16 +518,11 @@ mod tests {
     #[test]
     fn few_query_attention_matches_two_matmuls() {
         let dev = Device::Cpu;
-        let val = |n: usize, salt: usize| -> Vec<f32> {
-            (0..n)
-                .map(|i| (((i * 7919 + salt * 104_729) % 2001) as f32 - 1000.0) / 700.0)
-                .collect()
-        };
         // M = 1 (greedy), M = 3 (rows sharing a window), odd D and T.
         for (b, h, m, t, d) in [(2, 3, 1, 1500, 64), (1, 2, 3, 37, 13)] {
-            let q = Tensor::from_vec(val(b * h * m * d, 1), (b, h, m, d), &dev).unwrap();
-            let k = Tensor::from_vec(val(b * h * t * d, 2), (b, h, t, d), &dev).unwrap();
-            let v = Tensor::from_vec(val(b * h * t * d, 3), (b, h, t, d), &dev).unwrap();
+            let q = Tensor::from_vec(vals(b * h * m * d, 1), (b, h, m, d), &dev).unwrap();
+            let k = Tensor::from_vec(vals(b * h * t * d, 2), (b, h, t, d), &dev).unwrap();
+            let v = Tensor::from_vec(vals(b * h * t * d, 3), (b, h, t, d), &dev).unwrap();
             let (out, probs) = attend_few_queries(&q, &k, &v, true).unwrap();
             let p = candle_nn::ops::softmax_last_dim(&q.matmul(&k.t().unwrap()).unwrap()).unwrap();
             let want = p.matmul(&v).unwrap();
@@ -537,16 +539,11 @@ mod tests {
     #[test]
     fn causal_attention_equals_steps_and_masked_matmuls() {
         let dev = Device::Cpu;
-        let val = |n: usize, salt: usize| -> Vec<f32> {
-            (0..n)
-                .map(|i| (((i * 7919 + salt * 104_729) % 2001) as f32 - 1000.0) / 700.0)
-                .collect()
-        };
         for (b, h, l, offset, d, cap) in [(2, 3, 5, 7, 64, 20), (1, 2, 4, 0, 13, 4)] {
             let t = offset + l;
-            let q = Tensor::from_vec(val(b * h * l * d, 1), (b, h, l, d), &dev).unwrap();
-            let kb = Tensor::from_vec(val(b * h * cap * d, 2), (b, h, cap, d), &dev).unwrap();
-            let vb = Tensor::from_vec(val(b * h * cap * d, 3), (b, h, cap, d), &dev).unwrap();
+            let q = Tensor::from_vec(vals(b * h * l * d, 1), (b, h, l, d), &dev).unwrap();
+            let kb = Tensor::from_vec(vals(b * h * cap * d, 2), (b, h, cap, d), &dev).unwrap();
+            let vb = Tensor::from_vec(vals(b * h * cap * d, 3), (b, h, cap, d), &dev).unwrap();
             let (k, v) = (kb.narrow(2, 0, t).unwrap(), vb.narrow(2, 0, t).unwrap());
             let out = attend_causal(&q, &k, &v, offset, &[]).unwrap();
             for i in 0..l {
@@ -596,11 +593,6 @@ mod tests {
     #[test]
     fn a_shared_prefix_is_read_from_its_source_row() {
         let dev = Device::Cpu;
-        let val = |n: usize, salt: usize| -> Vec<f32> {
-            (0..n)
-                .map(|i| (((i * 7919 + salt * 104_729) % 2001) as f32 - 1000.0) / 700.0)
-                .collect()
-        };
         let (b, h, d, cap) = (4, 2, 64, 24);
         for (l, offset, shared, starts) in [
             (1, 9, 6, vec![]),
@@ -608,10 +600,10 @@ mod tests {
             (2, 3, 8, vec![]),
         ] {
             let t = offset + l;
-            let q = Tensor::from_vec(val(b * h * l * d, 1), (b, h, l, d), &dev).unwrap();
+            let q = Tensor::from_vec(vals(b * h * l * d, 1), (b, h, l, d), &dev).unwrap();
             // Every row equals row 0 on positions `..shared`.
             let same = |salt: usize| -> Vec<f32> {
-                let mut x = val(b * h * cap * d, salt);
+                let mut x = vals(b * h * cap * d, salt);
                 for r in 1..b {
                     for hh in 0..h {
                         for j in 0..shared * d {
@@ -661,18 +653,13 @@ mod tests {
     #[test]
     fn left_padded_rows_equal_their_unpadded_selves() {
         let dev = Device::Cpu;
-        let val = |n: usize, salt: usize| -> Vec<f32> {
-            (0..n)
-                .map(|i| (((i * 7919 + salt * 104_729) % 2001) as f32 - 1000.0) / 700.0)
-                .collect()
-        };
         let (b, h, d, cap) = (3, 2, 64, 24);
         let starts = [0usize, 3, 9];
         for (l, offset) in [(12, 0), (1, 11), (4, 8)] {
             let t = offset + l;
-            let q = Tensor::from_vec(val(b * h * l * d, 1), (b, h, l, d), &dev).unwrap();
-            let kb = Tensor::from_vec(val(b * h * cap * d, 2), (b, h, cap, d), &dev).unwrap();
-            let vb = Tensor::from_vec(val(b * h * cap * d, 3), (b, h, cap, d), &dev).unwrap();
+            let q = Tensor::from_vec(vals(b * h * l * d, 1), (b, h, l, d), &dev).unwrap();
+            let kb = Tensor::from_vec(vals(b * h * cap * d, 2), (b, h, cap, d), &dev).unwrap();
+            let vb = Tensor::from_vec(vals(b * h * cap * d, 3), (b, h, cap, d), &dev).unwrap();
             let (k, v) = (kb.narrow(2, 0, t).unwrap(), vb.narrow(2, 0, t).unwrap());
             let out = attend_causal(&q, &k, &v, offset, &starts).unwrap();
             for (r, &s) in starts.iter().enumerate() {

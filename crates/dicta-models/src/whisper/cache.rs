@@ -421,6 +421,34 @@ mod tests {
     use super::*;
     use candle_core::{Device, IndexOp};
 
+    /// Gathers `indices` into `t` in place and asserts its decoded positions (`..len`) equal
+    /// `want`'s; returns `t` narrowed to the kept rows.
+    fn gather_equals(
+        t: &Tensor,
+        want: &Tensor,
+        indices: &[u32],
+        len: usize,
+        family: &[u32],
+        shared: usize,
+    ) -> Tensor {
+        t.inplace_op1(&GatherRows {
+            indices,
+            len,
+            family,
+            shared,
+        })
+        .unwrap();
+        let t = t.narrow(0, 0, indices.len()).unwrap();
+        let got = t.i((.., .., ..len, ..)).unwrap().flatten_all().unwrap();
+        let exp = want.i((.., .., ..len, ..)).unwrap().flatten_all().unwrap();
+        assert_eq!(
+            got.to_vec1::<f32>().unwrap(),
+            exp.to_vec1::<f32>().unwrap(),
+            "{indices:?}"
+        );
+        t
+    }
+
     /// In-place gathers equal `index_select` on the decoded positions, for swaps, cycles,
     /// duplicates and dropped rows, also on a cache already narrowed by an earlier gather.
     #[test]
@@ -440,21 +468,8 @@ mod tests {
             want = want
                 .index_select(&Tensor::new(indices.as_slice(), &Device::Cpu).unwrap(), 0)
                 .unwrap();
-            t.inplace_op1(&GatherRows {
-                indices: &indices,
-                len,
-                family: &(0..n as u32).collect::<Vec<_>>(),
-                shared: 0,
-            })
-            .unwrap();
-            t = t.narrow(0, 0, indices.len()).unwrap();
-            let got = t.i((.., .., ..len, ..)).unwrap().flatten_all().unwrap();
-            let exp = want.i((.., .., ..len, ..)).unwrap().flatten_all().unwrap();
-            assert_eq!(
-                got.to_vec1::<f32>().unwrap(),
-                exp.to_vec1::<f32>().unwrap(),
-                "{indices:?}"
-            );
+            let family: Vec<u32> = (0..n as u32).collect();
+            t = gather_equals(&t, &want, &indices, len, &family, 0);
         }
     }
 
@@ -484,21 +499,7 @@ mod tests {
             let want = t
                 .index_select(&Tensor::new(indices.as_slice(), &Device::Cpu).unwrap(), 0)
                 .unwrap();
-            t.inplace_op1(&GatherRows {
-                indices: &indices,
-                len,
-                family: &family,
-                shared,
-            })
-            .unwrap();
-            let got = t.narrow(0, 0, indices.len()).unwrap();
-            let got = got.i((.., .., ..len, ..)).unwrap().flatten_all().unwrap();
-            let exp = want.i((.., .., ..len, ..)).unwrap().flatten_all().unwrap();
-            assert_eq!(
-                got.to_vec1::<f32>().unwrap(),
-                exp.to_vec1::<f32>().unwrap(),
-                "{indices:?}"
-            );
+            gather_equals(&t, &want, &indices, len, &family, shared);
         }
     }
 }
