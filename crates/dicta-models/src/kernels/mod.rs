@@ -647,6 +647,26 @@ mod tests {
         }
     }
 
+    /// The split kernel's bodies (plain multiply-add and fused) give the one-block bodies' bits
+    /// over the concatenated keys, whatever the split (also empty parts).
+    #[test]
+    fn a_split_head_equals_one_block_at_each_arithmetic() {
+        let (d, t) = (64, 37);
+        let (q, k, v) = (vals(d, 1), vals(t * d, 2), vals(t * d, 3));
+        for cut in [0, 1, 16, 36, 37] {
+            let parts_k = [&k[..cut * d], &k[cut * d..]];
+            let parts_v = [&v[..cut * d], &v[cut * d..]];
+            let (mut p1, mut o1, mut p2, mut o2) =
+                (vec![0f32; t], vec![0f32; d], vec![0f32; t], vec![0f32; d]);
+            attend_head_body::<false>(&q, &k, &v, d, &mut p1, &mut o1);
+            attend_one_split_body::<false>(&q, parts_k, parts_v, &mut p2, &mut o2);
+            assert_eq!((&p1, &o1), (&p2, &o2), "plain, cut {cut}");
+            attend_head_body::<true>(&q, &k, &v, d, &mut p1, &mut o1);
+            attend_one_split_body::<true>(&q, parts_k, parts_v, &mut p2, &mut o2);
+            assert_eq!((&p1, &o1), (&p2, &o2), "fused, cut {cut}");
+        }
+    }
+
     /// A batch row left-padded by `starts[b]` positions gives, at each of its real positions,
     /// the bits of the same row unpadded (its keys shifted to the front); padding positions
     /// see only themselves.
