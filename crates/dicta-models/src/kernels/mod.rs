@@ -70,7 +70,7 @@ pub fn attend_few_queries(
                 let q = &qd[bh * m * d..(bh + 1) * m * d];
                 let (k0, v0) = (block_start(kl, h, bh), block_start(vl, h, bh));
                 let (k, v) = (&kd[k0..k0 + t * d], &vd[v0..v0 + t * d]);
-                attend_head(q, k, v, d, p, o);
+                attend_head(q, [k, &[]], [v, &[]], d, p, o);
             });
             Ok(())
         },
@@ -285,27 +285,19 @@ pub fn attend_causal_shared(
                     let ti = offset + i + 1;
                     let s = start.min(ti - 1);
                     let q = &qd[(bh * l + i) * d..(bh * l + i + 1) * d];
-                    let o = &mut o[i * d..(i + 1) * d];
-                    match shared {
-                        Some((ks, vs, n)) if s < n.min(ti) => {
-                            let m = n.min(ti);
-                            attend_one_split(
-                                q,
-                                [&kd[ks + s * d..ks + m * d], &kd[k0 + m * d..k0 + ti * d]],
-                                [&vd[vs + s * d..vs + m * d], &vd[v0 + m * d..v0 + ti * d]],
-                                &mut p[..ti - s],
-                                o,
-                            )
-                        }
-                        _ => attend_head(
-                            q,
-                            &kd[k0 + s * d..k0 + ti * d],
-                            &vd[v0 + s * d..v0 + ti * d],
-                            d,
-                            &mut p[..ti - s],
-                            o,
-                        ),
-                    }
+                    // Keys `s..m` from the shared copy (none without one), `m..ti` its own.
+                    let (ks, vs, m) = match shared {
+                        Some((ks, vs, n)) => (ks, vs, n.clamp(s, ti)),
+                        None => (k0, v0, s),
+                    };
+                    attend_head(
+                        q,
+                        [&kd[ks + s * d..ks + m * d], &kd[k0 + m * d..k0 + ti * d]],
+                        [&vd[vs + s * d..vs + m * d], &vd[v0 + m * d..v0 + ti * d]],
+                        d,
+                        &mut p[..ti - s],
+                        &mut o[i * d..(i + 1) * d],
+                    );
                 }
             });
             Ok(())
@@ -394,55 +386,13 @@ fn check_blocks(len: usize, l: &Layout, h: usize, block: usize) -> candle_core::
     Ok(())
 }
 
-/// [`attend_head`] for one query over keys and values in two parts (their concatenation): the
-/// same bits.
-fn attend_one_split(q: &[f32], k: [&[f32]; 2], v: [&[f32]; 2], p: &mut [f32], out: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    if avx2_fma() {
-        // SAFETY: the CPU supports AVX2 and FMA (checked at run time).
-        return unsafe { attend_one_split_avx2(q, k, v, p, out) };
-    }
-    attend_one_split_body::<false>(q, k, v, p, out)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn attend_one_split_avx2(
-    q: &[f32],
-    k: [&[f32]; 2],
-    v: [&[f32]; 2],
-    p: &mut [f32],
-    out: &mut [f32],
-) {
-    attend_one_split_body::<true>(q, k, v, p, out)
-}
-
-/// [`attend_head_body`]'s arithmetic for one query (`q` [D]) over keys `k[0]` then `k[1]`.
-#[inline(always)]
-fn attend_one_split_body<const FMA: bool>(
-    q: &[f32],
-    k: [&[f32]; 2],
-    v: [&[f32]; 2],
-    p: &mut [f32],
-    out: &mut [f32],
-) {
-    let d = q.len();
-    let keys = k[0].chunks_exact(d).chain(k[1].chunks_exact(d));
-    for (s, key) in p.iter_mut().zip(keys) {
-        *s = dot::<FMA>(q, key);
-    }
-    softmax_in_place::<FMA>(p);
-    out.fill(0.0);
-    let values = v[0].chunks_exact(d).chain(v[1].chunks_exact(d));
-    for (&w, value) in p.iter().zip(values) {
-        for (o, x) in out.iter_mut().zip(value) {
-            *o = madd::<FMA>(w, *x, *o);
-        }
-    }
-}
+/// Keys or values of one head in two parts, read as their concatenation (the same bits however
+/// they are split): a row whose prompt is shared reads it from another row's copy
+/// ([`SharedPrefix`]).
+type Parts<'a> = [&'a [f32]; 2];
 
 /// One (batch, head): q [M, D], k and v [T, D] → probabilities [M, T] (in `p`) and out [M, D].
-fn attend_head(q: &[f32], k: &[f32], v: &[f32], d: usize, p: &mut [f32], out: &mut [f32]) {
+fn attend_head(q: &[f32], k: Parts, v: Parts, d: usize, p: &mut [f32], out: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     if avx2_fma() {
         // SAFETY: the CPU supports AVX2 and FMA (checked at run time).
@@ -455,8 +405,8 @@ fn attend_head(q: &[f32], k: &[f32], v: &[f32], d: usize, p: &mut [f32], out: &m
 #[target_feature(enable = "avx2,fma")]
 unsafe fn attend_head_avx2(
     q: &[f32],
-    k: &[f32],
-    v: &[f32],
+    k: Parts,
+    v: Parts,
     d: usize,
     p: &mut [f32],
     out: &mut [f32],
@@ -467,15 +417,16 @@ unsafe fn attend_head_avx2(
 #[inline(always)]
 fn attend_head_body<const FMA: bool>(
     q: &[f32],
-    k: &[f32],
-    v: &[f32],
+    k: Parts,
+    v: Parts,
     d: usize,
     p: &mut [f32],
     out: &mut [f32],
 ) {
     let m = q.len() / d;
-    let t = k.len() / d;
-    for (j, key) in k.chunks_exact(d).enumerate() {
+    let t = (k[0].len() + k[1].len()) / d;
+    let keys = k[0].chunks_exact(d).chain(k[1].chunks_exact(d));
+    for (j, key) in keys.enumerate() {
         for (i, query) in q.chunks_exact(d).enumerate() {
             p[i * t + j] = dot::<FMA>(query, key);
         }
@@ -484,7 +435,8 @@ fn attend_head_body<const FMA: bool>(
         softmax_in_place::<FMA>(row);
     }
     out.fill(0.0);
-    for (j, value) in v.chunks_exact(d).enumerate() {
+    let values = v[0].chunks_exact(d).chain(v[1].chunks_exact(d));
+    for (j, value) in values.enumerate() {
         for i in 0..m {
             let w = p[i * t + j];
             for (o, x) in out[i * d..(i + 1) * d].iter_mut().zip(value) {
@@ -647,8 +599,8 @@ mod tests {
         }
     }
 
-    /// The split kernel's bodies (plain multiply-add and fused) give the one-block bodies' bits
-    /// over the concatenated keys, whatever the split (also empty parts).
+    /// Keys and values split in two parts give the bits of one part, at both arithmetic levels
+    /// (plain multiply-add and fused), whatever the split (also empty parts).
     #[test]
     fn a_split_head_equals_one_block_at_each_arithmetic() {
         let (d, t) = (64, 37);
@@ -658,11 +610,11 @@ mod tests {
             let parts_v = [&v[..cut * d], &v[cut * d..]];
             let (mut p1, mut o1, mut p2, mut o2) =
                 (vec![0f32; t], vec![0f32; d], vec![0f32; t], vec![0f32; d]);
-            attend_head_body::<false>(&q, &k, &v, d, &mut p1, &mut o1);
-            attend_one_split_body::<false>(&q, parts_k, parts_v, &mut p2, &mut o2);
+            attend_head_body::<false>(&q, [&k, &[]], [&v, &[]], d, &mut p1, &mut o1);
+            attend_head_body::<false>(&q, parts_k, parts_v, d, &mut p2, &mut o2);
             assert_eq!((&p1, &o1), (&p2, &o2), "plain, cut {cut}");
-            attend_head_body::<true>(&q, &k, &v, d, &mut p1, &mut o1);
-            attend_one_split_body::<true>(&q, parts_k, parts_v, &mut p2, &mut o2);
+            attend_head_body::<true>(&q, [&k, &[]], [&v, &[]], d, &mut p1, &mut o1);
+            attend_head_body::<true>(&q, parts_k, parts_v, d, &mut p2, &mut o2);
             assert_eq!((&p1, &o1), (&p2, &o2), "fused, cut {cut}");
         }
     }
