@@ -4,6 +4,9 @@
 use dicta_core::Result;
 use rand::rngs::StdRng;
 use rand::Rng;
+use rayon::prelude::*;
+
+use dicta_models::kernels::sampling_weights;
 
 use super::logits::{argmax, log_softmax_in_place, LogitRules};
 
@@ -91,70 +94,146 @@ pub fn greedy_search<M: StepModel>(
         length_penalty,
     } = *params;
     let v = model.vocab_size();
-    let mut seqs: Vec<Vec<u32>> = vec![Vec::new(); rows];
-    let mut sums = vec![0f32; rows];
-    // Whether a row's last-window hold was used (`LogitRules::apply_row`).
-    let mut held = vec![false; rows];
-    // Original row index of each live cache row.
-    let mut active: Vec<usize> = (0..rows).collect();
-    let mut probs = Vec::new();
+    // Per original row; live rows are the cache's rows, in order (rows only ever leave).
+    let mut states: Vec<RowState> = (0..rows).map(|_| RowState::default()).collect();
+    let inv_t = match &sampler {
+        Sampler::Argmax => 0.0,
+        Sampler::Temperature { temperature, .. } => 1.0 / *temperature,
+    };
     for step in 0..max_len {
         let last_step = step + 1 == max_len;
-        let mut keep = Vec::with_capacity(active.len());
-        let mut next = Vec::with_capacity(active.len());
-        for (pos, &orig) in active.iter().enumerate() {
-            let row = &mut logits[pos * v..(pos + 1) * v];
-            rules.apply_row(row, &seqs[orig], orig, &mut held[orig]);
+        // The live rows' generators and states, in cache order.
+        let alive: Vec<bool> = states.iter().map(|st| st.live).collect();
+        let mut live: Vec<(usize, &mut RowState)> = states
+            .iter_mut()
+            .enumerate()
+            .filter(|(_, st)| st.live)
+            .collect();
+        let mut gens: Vec<Option<&mut StdRng>> = match &mut sampler {
+            Sampler::Argmax => live.iter().map(|_| None).collect(),
+            Sampler::Temperature { rngs, .. } => rngs
+                .iter_mut()
+                .zip(&alive)
+                .filter(|(_, &a)| a)
+                .map(|(r, _)| Some(r))
+                .collect(),
+        };
+        // Each row's rules, log-softmax and draw are passes over the whole vocabulary; with
+        // sampling (temperature fallback: `best_of` rows per window) they kept the other core
+        // idle, so those rows go to every thread (a row's draw only reads its own generator).
+        // Argmax rows stay on this one: no faster spread (mixed workload, session 31; the
+        // 4-minute recording batched, session 32).
+        let pick = |row: &mut [f32],
+                    (orig, st): &mut (usize, &mut RowState),
+                    rng: &mut Option<&mut StdRng>| {
+            rules.apply_row(row, &st.seq, *orig, &mut st.held);
             log_softmax_in_place(row);
-            let token = match &mut sampler {
-                Sampler::Argmax => argmax(row),
-                Sampler::Temperature { temperature, rngs } => {
-                    sample(row, *temperature, &mut rngs[orig], &mut probs)
-                }
+            let token = match rng {
+                None => argmax(row),
+                Some(rng) => sample(row, inv_t, rng),
             } as u32;
-            sums[orig] += row[token as usize];
+            st.sum += row[token as usize];
             if token != eot {
-                seqs[orig].push(token);
+                st.seq.push(token);
             }
+            token
+        };
+        let picked: Vec<u32> = if live.len() > 1 && inv_t > 0.0 {
+            logits[..live.len() * v]
+                .par_chunks_mut(v)
+                .zip(live.par_iter_mut())
+                .zip(gens.par_iter_mut())
+                .map(|((row, st), rng)| pick(row, st, rng))
+                .collect()
+        } else {
+            logits[..live.len() * v]
+                .chunks_mut(v)
+                .zip(live.iter_mut())
+                .zip(gens.iter_mut())
+                .map(|((row, st), rng)| pick(row, st, rng))
+                .collect()
+        };
+        drop(gens);
+        let mut keep = Vec::with_capacity(live.len());
+        let mut next = Vec::with_capacity(live.len());
+        for (pos, ((_, st), &token)) in live.iter_mut().zip(&picked).enumerate() {
             if token != eot && !last_step {
                 keep.push(pos as u32);
                 next.push(token);
+            } else {
+                st.live = false;
             }
         }
+        let rows_now = live.len();
+        drop(live);
         if keep.is_empty() {
             break;
         }
-        if keep.len() != active.len() {
+        if keep.len() != rows_now {
             model.select_rows(&keep)?;
-            active = keep.iter().map(|&p| active[p as usize]).collect();
         }
         logits = model.step(&next)?;
     }
-    Ok(seqs
+    Ok(states
         .into_iter()
-        .zip(sums)
-        .map(|(t, s)| Hypothesis::finalize(t, s, length_penalty))
+        .map(|st| Hypothesis::finalize(st.seq, st.sum, length_penalty))
         .collect())
 }
 
-/// Draws from `softmax(logprobs / temperature)` by inverse CDF; masked tokens never come out.
-fn sample(logprobs: &[f32], temperature: f32, rng: &mut StdRng, buf: &mut Vec<f32>) -> usize {
-    let max = logprobs.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    buf.clear();
-    buf.extend(logprobs.iter().map(|&l| ((l - max) / temperature).exp()));
-    let total: f32 = buf.iter().sum();
-    let mut target = rng.random::<f32>() * total;
-    let mut last_valid = argmax(logprobs);
-    for (i, &p) in buf.iter().enumerate() {
-        if p > 0.0 {
-            last_valid = i;
-            if target < p {
-                return i;
-            }
-            target -= p;
+/// One row of a greedy search or sampling pass.
+struct RowState {
+    /// Tokens chosen so far, without EOT.
+    seq: Vec<u32>,
+    /// Sum of their log-probabilities (EOT included once chosen).
+    sum: f32,
+    /// Whether the row's last-window hold was used ([`LogitRules::apply_row`]).
+    held: bool,
+    /// Whether the row is still in the cache (no EOT yet).
+    live: bool,
+}
+
+impl Default for RowState {
+    fn default() -> Self {
+        Self {
+            seq: Vec::new(),
+            sum: 0.0,
+            held: false,
+            live: true,
         }
     }
-    last_valid
+}
+
+/// Draws from `softmax(logprobs · inv_temperature)` by inverse CDF; masked (`-inf`) tokens
+/// never come out. The weights are the vectorised [`sampling_weights`]; the walk goes over
+/// blocks of 64 first (their sums), then inside the block the draw falls in.
+fn sample(logprobs: &[f32], inv_temperature: f32, rng: &mut StdRng) -> usize {
+    const BLOCK: usize = 64;
+    thread_local! {
+        static WEIGHTS: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    WEIGHTS.with_borrow_mut(|w| {
+        let total = sampling_weights(logprobs, inv_temperature, w);
+        let mut target = rng.random::<f32>() * total;
+        for (b, block) in w.chunks(BLOCK).enumerate() {
+            let sum: f32 = block.iter().sum();
+            if target >= sum {
+                target -= sum;
+                continue;
+            }
+            for (i, &p) in block.iter().enumerate() {
+                if p > 0.0 {
+                    if target < p {
+                        return b * BLOCK + i;
+                    }
+                    target -= p;
+                }
+            }
+        }
+        // Rounding left the draw past the end: the last token that can come out.
+        w.iter()
+            .rposition(|&p| p > 0.0)
+            .unwrap_or_else(|| argmax(logprobs))
+    })
 }
 
 #[cfg(test)]
@@ -292,6 +371,74 @@ pub(crate) mod tests {
             let f = m1.first();
             let alone = greedy_search(&mut m1, f, 1, &params(&rules, 40), Sampler::Argmax).unwrap();
             assert_eq!(alone[0], batched[i]);
+        }
+    }
+
+    /// Draws land on each token as often as `softmax(logprobs / T)` says, across the blocks
+    /// of the walk, and never on a masked one.
+    #[test]
+    fn sample_follows_the_softmax_at_its_temperature() {
+        let v = 300;
+        let mut logprobs: Vec<f32> = (0..v).map(|i| ((i as f32) * 0.7).sin() * 3.0).collect();
+        for i in (5..v).step_by(7) {
+            logprobs[i] = f32::NEG_INFINITY;
+        }
+        log_softmax_in_place(&mut logprobs);
+        for temperature in [0.4f32, 1.0] {
+            let mut rng = StdRng::seed_from_u64(11);
+            let draws = 60_000;
+            let mut counts = vec![0usize; v];
+            for _ in 0..draws {
+                counts[sample(&logprobs, 1.0 / temperature, &mut rng)] += 1;
+            }
+            let w: Vec<f64> = logprobs
+                .iter()
+                .map(|&l| (f64::from(l) / f64::from(temperature)).exp())
+                .collect();
+            let total: f64 = w.iter().sum();
+            for i in 0..v {
+                let expect = w[i] / total * draws as f64;
+                if logprobs[i] == f32::NEG_INFINITY {
+                    assert_eq!(counts[i], 0, "masked token {i} drawn");
+                    continue;
+                }
+                // Five standard deviations of a binomial count.
+                let sd = (expect * (1.0 - w[i] / total)).sqrt();
+                assert!(
+                    (counts[i] as f64 - expect).abs() <= 5.0 * sd + 1.0,
+                    "T {temperature}, token {i}: {} draws, {expect:.1} expected",
+                    counts[i]
+                );
+            }
+        }
+    }
+
+    /// Sampled rows decoded together (spread over threads) draw what each draws alone.
+    #[test]
+    fn sampled_rows_batched_equal_alone() {
+        let rules = LogitRules::new(vec![3], vec![], None);
+        let histories = [vec![1], vec![2, 5], vec![7], vec![9, 9]];
+        let seeds = [3u64, 5, 8, 13];
+        let mut m = TableModel::new(150, histories.len());
+        m.histories = histories.to_vec();
+        let mut rngs: Vec<StdRng> = seeds.iter().map(|&s| StdRng::seed_from_u64(s)).collect();
+        let first = m.first();
+        let s = Sampler::Temperature {
+            temperature: 0.8,
+            rngs: &mut rngs,
+        };
+        let batched = greedy_search(&mut m, first, 4, &params(&rules, 40), s).unwrap();
+        for (i, h) in histories.iter().enumerate() {
+            let mut m1 = TableModel::new(150, 1);
+            m1.histories = vec![h.clone()];
+            let mut rng = [StdRng::seed_from_u64(seeds[i])];
+            let f = m1.first();
+            let s = Sampler::Temperature {
+                temperature: 0.8,
+                rngs: &mut rng,
+            };
+            let alone = greedy_search(&mut m1, f, 1, &params(&rules, 40), s).unwrap();
+            assert_eq!(alone[0], batched[i], "row {i}");
         }
     }
 

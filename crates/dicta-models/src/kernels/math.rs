@@ -188,6 +188,59 @@ fn log_sum_exp_body<const FMA: bool>(x: &[f32]) -> f32 {
     max + acc.iter().sum::<f32>().ln()
 }
 
+/// Sampling weights at a temperature: `out[i] = e^((x[i] − max x)·inv_temperature)`, exactly 0
+/// where `x[i]` is `-inf` (a masked token must never be drawn; the polynomial `exp` alone
+/// would give ≈ 1e-38 there). Returns their sum (16 partial sums). `out` is resized to
+/// `x.len()`. Temperature fallback draws from every hypothesis' whole vocabulary at every
+/// step, where a libm `expf` per element was the largest single cost of a fallback pass.
+/// An empty or fully masked `x` gives all zeros and a sum of 0.
+pub fn sampling_weights(x: &[f32], inv_temperature: f32, out: &mut Vec<f32>) -> f32 {
+    out.clear();
+    out.resize(x.len(), 0.0);
+    #[cfg(target_arch = "x86_64")]
+    if avx2_fma() {
+        // SAFETY: the CPU supports AVX2 and FMA (checked at run time).
+        return unsafe { sampling_weights_avx2(x, inv_temperature, out) };
+    }
+    sampling_weights_body::<false>(x, inv_temperature, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn sampling_weights_avx2(x: &[f32], inv_temperature: f32, out: &mut [f32]) -> f32 {
+    sampling_weights_body::<true>(x, inv_temperature, out)
+}
+
+#[inline(always)]
+fn sampling_weights_body<const FMA: bool>(x: &[f32], inv_t: f32, out: &mut [f32]) -> f32 {
+    let max = max_of(x);
+    if max == f32::NEG_INFINITY || max.is_nan() {
+        return 0.0;
+    }
+    let weight = |v: f32| {
+        let w = exp::<FMA>((v - max) * inv_t);
+        if v == f32::NEG_INFINITY {
+            0.0
+        } else {
+            w
+        }
+    };
+    let mut acc = [0f32; 16];
+    let mut xs = x.chunks_exact(16);
+    let mut os = out.chunks_exact_mut(16);
+    for (c, o) in (&mut xs).zip(&mut os) {
+        for l in 0..16 {
+            o[l] = weight(c[l]);
+            acc[l] += o[l];
+        }
+    }
+    for (l, (&v, o)) in xs.remainder().iter().zip(os.into_remainder()).enumerate() {
+        *o = weight(v);
+        acc[l] += *o;
+    }
+    acc.iter().sum()
+}
+
 fn softmax_row(x: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     if avx2_fma() {
@@ -423,6 +476,56 @@ mod tests {
             let erfc = (-a * a).exp() / std::f64::consts::PI.sqrt() / (a + f);
             (1.0 - erfc).copysign(x)
         }
+    }
+
+    #[test]
+    fn sampling_weights_track_libm_and_zero_the_masked() {
+        for len in [0usize, 1, 7, 16, 17, 51_864] {
+            for inv_t in [1.0f32, 1.0 / 0.2, 1.0 / 0.6] {
+                let x: Vec<f32> = (0..len)
+                    .map(|i| {
+                        if i % 5 == 3 {
+                            f32::NEG_INFINITY
+                        } else {
+                            ((i as f32) * 0.37).sin() * 12.0 - 4.0
+                        }
+                    })
+                    .collect();
+                let mut out = vec![7.0; 3];
+                let total = sampling_weights(&x, inv_t, &mut out);
+                assert_eq!(out.len(), len);
+                let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                let mut want_total = 0f64;
+                for i in 0..len {
+                    if x[i] == f32::NEG_INFINITY {
+                        assert_eq!(out[i], 0.0, "{i}: a masked token has weight 0");
+                        continue;
+                    }
+                    let want = ((x[i] - max) * inv_t).exp();
+                    want_total += f64::from(want);
+                    assert!(
+                        (out[i] - want).abs() <= 1e-6 * want + 1e-37,
+                        "{i}: {} vs {want}",
+                        out[i]
+                    );
+                }
+                assert!((f64::from(total) - want_total).abs() <= 1e-5 * want_total.max(1e-30));
+                // The portable body (no FMA) agrees with the dispatched one to rounding.
+                let mut plain = vec![0.0; len];
+                let t2 = sampling_weights_body::<false>(&x, inv_t, &mut plain);
+                assert!((t2 - total).abs() <= 1e-5 * total.max(1e-30));
+                for i in 0..len {
+                    assert!((plain[i] - out[i]).abs() <= 1e-6 * out[i].max(1e-30), "{i}");
+                }
+            }
+        }
+        // Everything masked: all zeros, sum 0.
+        let mut out = Vec::new();
+        assert_eq!(
+            sampling_weights(&[f32::NEG_INFINITY; 5], 1.0, &mut out),
+            0.0
+        );
+        assert_eq!(out, vec![0.0; 5]);
     }
 
     #[test]

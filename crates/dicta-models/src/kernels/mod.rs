@@ -20,7 +20,7 @@ use math::avx2_fma;
 use math::exp_x16;
 pub(crate) use math::{dot, gelu_erf_into, widen_f16};
 use math::{exp, madd, max_of, softmax_in_place};
-pub use math::{exp_sub_accumulate, gelu_erf, log_sum_exp, softmax_last_dim};
+pub use math::{exp_sub_accumulate, gelu_erf, log_sum_exp, sampling_weights, softmax_last_dim};
 
 /// Attention of a few queries per (batch, head) over many keys, as in a decoder step's
 /// cross-attention: q [B, H, M, D] (already scaled), k and v [B, H, T, D] → out [B, H, M, D],
