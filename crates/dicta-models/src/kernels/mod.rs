@@ -4,6 +4,7 @@
 
 pub mod attention;
 pub(crate) mod cross_f16;
+mod cross_rows;
 pub mod int8;
 pub mod lstm;
 mod math;
@@ -14,6 +15,7 @@ mod tile;
 use candle_core::{CpuStorage, Layout, Tensor};
 use rayon::prelude::*;
 
+pub use cross_rows::attend_cross_rows;
 #[cfg(target_arch = "x86_64")]
 use math::avx2_fma;
 #[cfg(target_arch = "x86_64")]

@@ -7,9 +7,10 @@ use dicta_core::{Error, Result};
 
 /// Decoder cache for a batch of rows.
 ///
-/// Rows are grouped by the window they decode: `cross` holds one K/V per window ([W, H, T_audio, Dh]
-/// per layer) and row `i` reads window `i / group`. Beam search (each window repeated `beam` times)
-/// therefore never copies the encoder K/V; only a non-uniform regrouping materializes K/V per row.
+/// `cross` holds one K/V per window ([W, H, T_audio, Dh] per layer) and each row names the window
+/// it decodes (`window_of`): beams and samples of a window read one copy, and dropping or
+/// reordering rows never copies the encoder K/V (windows whose rows all left stay until the cache
+/// is dropped).
 pub struct DecoderCache {
     /// Per layer: self-attention keys/values [N, H, cap, Dh]; positions `len..cap` are unused.
     self_k: Vec<Tensor>,
@@ -29,8 +30,8 @@ pub struct DecoderCache {
     /// Per layer: cross-attention keys/values [W, H, T_audio, Dh] (f32), or in f16 with the
     /// keys in blocks [W, H, ⌈T_audio/16⌉, 16·Dh] (see `kernels::attend_cross_f16`).
     cross: Vec<(Tensor, Tensor)>,
-    /// Rows per window (rows = windows × group).
-    group: usize,
+    /// Per row: the window of `cross` it attends.
+    window_of: Vec<usize>,
     n_head: usize,
     head_dim: usize,
 }
@@ -40,7 +41,7 @@ impl std::fmt::Debug for DecoderCache {
         f.debug_struct("DecoderCache")
             .field("rows", &self.rows)
             .field("len", &self.len)
-            .field("group", &self.group)
+            .field("window_of", &self.window_of)
             .finish()
     }
 }
@@ -66,7 +67,7 @@ impl DecoderCache {
             family: Vec::new(),
             shared: 0,
             cross,
-            group: 1,
+            window_of: (0..rows).collect(),
             n_head,
             head_dim,
         })
@@ -144,8 +145,7 @@ impl DecoderCache {
     }
 
     /// Keeps/reorders rows (beam search, dropping finished rows): new row `i` = old row `indices[i]`.
-    /// Applies to self and cross K/V; the encoder K/V are only copied when rows of different windows
-    /// end up in groups of unequal size.
+    /// Moves self-attention K/V; rows keep naming their windows of the encoder K/V, never copied.
     pub fn select_rows(&mut self, indices: &[u32]) -> Result<()> {
         if let Some(&bad) = indices.iter().find(|&&i| i as usize >= self.rows) {
             return Err(Error::invalid_input(format!(
@@ -187,42 +187,10 @@ impl DecoderCache {
                 t.index_select(&idx, 0).map_err(ce)?
             };
         }
-        let src: Vec<u32> = indices.iter().map(|&i| i / self.group as u32).collect();
-        // Windows in order of first use; uniform when sorted with equal run lengths.
-        let mut windows: Vec<u32> = Vec::new();
-        let mut runs: Vec<usize> = Vec::new();
-        for &s in &src {
-            if windows.last() == Some(&s) {
-                *runs.last_mut().unwrap_or(&mut 0) += 1;
-            } else {
-                windows.push(s);
-                runs.push(1);
-            }
-        }
-        let sorted_unique = windows.windows(2).all(|w| w[0] < w[1]);
-        let uniform = runs.iter().all(|&r| r == runs[0]);
-        let (keep, group) = if sorted_unique && uniform {
-            (windows, runs[0])
-        } else {
-            (src, 1)
-        };
-        let n_windows = self
-            .cross
-            .first()
-            .map(|(k, _)| k.dim(0))
-            .transpose()
-            .map_err(ce)?
-            .unwrap_or(0);
-        let identity =
-            keep.len() == n_windows && keep.iter().enumerate().all(|(i, &w)| i as u32 == w);
-        if !identity {
-            let widx = Tensor::new(keep.as_slice(), &dev).map_err(ce)?;
-            for (k, v) in self.cross.iter_mut() {
-                *k = k.index_select(&widx, 0).map_err(ce)?;
-                *v = v.index_select(&widx, 0).map_err(ce)?;
-            }
-        }
-        self.group = group;
+        self.window_of = indices
+            .iter()
+            .map(|&i| self.window_of[i as usize])
+            .collect();
         self.rows = indices.len();
         // Rows copied from one row are equal up to `len`; while every row was its own family
         // (the expansion into beams, right after the prompt) that makes the new families share
@@ -289,7 +257,7 @@ impl DecoderCache {
     }
 
     /// Cross-attention of `layer`: queries [N, H, L, Dh] (already scaled) → [N, L, H·Dh], plus the
-    /// attention probabilities [N, H, L, T_audio] when `want_probs` (only for one row per window).
+    /// attention probabilities [N, H, L, T_audio] when `want_probs`.
     pub(crate) fn cross_attend(
         &self,
         layer: usize,
@@ -297,30 +265,9 @@ impl DecoderCache {
         want_probs: bool,
     ) -> candle_core::Result<(Tensor, Option<Tensor>)> {
         let (k, v) = &self.cross[layer];
-        let (n, h, l, dh) = q.dims4()?;
-        let g = self.group;
-        let w = n / g;
-        // Rows of one window become extra query positions against that window's keys.
-        let qg = if g == 1 {
-            q.clone()
-        } else {
-            q.reshape((w, g, h, l, dh))?
-                .permute((0, 2, 1, 3, 4))?
-                .contiguous()?
-                .reshape((w, h, g * l, dh))?
-        };
-        let probs = want_probs && g == 1;
-        // [W, H, g·L, Dh]; f16 K/V (int8 decoder) hold their keys in blocks.
-        let (a, p) = if v.dtype() == candle_core::DType::F16 {
-            crate::kernels::attend_cross_f16(&qg, k, v, probs)?
-        } else {
-            crate::kernels::attend_few_queries(&qg, k, v, probs)?
-        };
-        let out = a
-            .reshape((w, h, g, l, dh))?
-            .permute((0, 2, 3, 1, 4))?
-            .reshape((n, l, h * dh))?;
-        Ok((out, p))
+        let (n, _, l, _) = q.dims4()?;
+        let (a, p) = crate::kernels::attend_cross_rows(q, k, v, &self.window_of, want_probs)?;
+        Ok((a.transpose(1, 2)?.reshape((n, l, ()))?, p))
     }
 }
 

@@ -1,0 +1,255 @@
+//! Cross-attention of decoder rows that share encoder windows ([`attend_cross_rows`]).
+
+use candle_core::{DType, Tensor};
+use rayon::prelude::*;
+
+use super::{
+    attend_few_queries, attend_head, attention, block_start, cross_f16, f16_storage, f32_input,
+    f32_storage, few_queries_result, head_blocks, with_cpu,
+};
+
+/// Cross-attention of `N` rows over `W` encoder windows: q [N, H, L, D] f32 (already scaled),
+/// row `r` attending window `window_of[r]` of k and v → out [N, H, L, D], plus the
+/// probabilities [N, H, L, T] when `want_probs`. k and v are [W, H, T, D] f32, or f16 with the
+/// keys in blocks [W, H, ⌈T/16⌉, 16·D] ([`super::block_keys_f16`]) and v [W, H, T, D].
+///
+/// Consecutive rows of one window (the beams or samples of a window) are one task per head,
+/// their queries side by side, so the window's keys and values are read once for all of them;
+/// and since rows only name their window, dropping or reordering rows never copies the encoder
+/// K/V (a batched sampling pass had copied 2 GB of it on a 10-minute recording). Each query
+/// gets the same bits however rows are grouped.
+pub fn attend_cross_rows(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    window_of: &[usize],
+    want_probs: bool,
+) -> candle_core::Result<(Tensor, Option<Tensor>)> {
+    let (n, h, l, d) = q.dims4()?;
+    let (w, t) = (v.dim(0)?, v.dim(2)?);
+    if window_of.len() != n {
+        candle_core::bail!(
+            "attend_cross_rows: {} rows of queries, {} window indices",
+            n,
+            window_of.len()
+        );
+    }
+    if let Some(&bad) = window_of.iter().find(|&&x| x >= w) {
+        candle_core::bail!("attend_cross_rows: window {bad} of {w}");
+    }
+    let f16 = v.dtype() == DType::F16;
+    if !q.device().is_cpu() || q.dtype() != DType::F32 || (!f16 && v.dtype() != DType::F32) {
+        // Elsewhere (a GPU): each row's window K/V, then the plain kernel.
+        let idx: Vec<u32> = window_of.iter().map(|&x| x as u32).collect();
+        let idx = Tensor::new(idx.as_slice(), q.device())?;
+        return attend_few_queries(
+            q,
+            &k.index_select(&idx, 0)?,
+            &v.index_select(&idx, 0)?,
+            want_probs,
+        );
+    }
+    let key_block = if f16 {
+        cross_f16::blocked_len(t, d)
+    } else {
+        t * d
+    };
+    let k_dims = if f16 {
+        (
+            w,
+            h,
+            t.div_ceil(cross_f16::KEY_BLOCK),
+            cross_f16::KEY_BLOCK * d,
+        )
+    } else {
+        (w, h, t, d)
+    };
+    if k.dims4()? != k_dims || v.dims4()? != (w, h, t, d) || k.dtype() != v.dtype() {
+        candle_core::bail!(
+            "attend_cross_rows: q {:?}, k {:?} {:?}, v {:?} {:?}",
+            q.dims(),
+            k.dims(),
+            k.dtype(),
+            v.dims(),
+            v.dtype()
+        );
+    }
+    // Runs of consecutive rows on one window: (window, first row, rows).
+    let mut runs: Vec<(usize, usize, usize)> = Vec::new();
+    for (r, &win) in window_of.iter().enumerate() {
+        match runs.last_mut() {
+            Some((last, _, c)) if *last == win => *c += 1,
+            _ => runs.push((win, r, 1)),
+        }
+    }
+    let q = q.contiguous()?;
+    let (k, v) = if f16 {
+        (k.contiguous()?, v.contiguous()?)
+    } else {
+        (head_blocks(k, t, d)?, head_blocks(v, t, d)?)
+    };
+    // One task per (run, head): its output [c·L, D] and, when wanted, probabilities [c·L, T].
+    let results: Vec<(Vec<f32>, Vec<f32>)> = with_cpu(
+        "attend_cross_rows",
+        [&q, &k, &v],
+        |[(qs, ql), (ks, kl), (vs, vl)]| {
+            let qd = f32_input(qs, ql)?;
+            let kv = if f16 {
+                Kv::F16(
+                    f16_storage(ks, kl, h, key_block)?,
+                    f16_storage(vs, vl, h, t * d)?,
+                )
+            } else {
+                Kv::F32(
+                    f32_storage(ks, kl, h, t * d)?,
+                    f32_storage(vs, vl, h, t * d)?,
+                )
+            };
+            let level = attention::Level::best();
+            let task = |i: usize, scratch: &mut Vec<f32>| {
+                let ((win, r0, c), hh) = (runs[i / h], i % h);
+                let m = c * l;
+                // The run's queries of head `hh`, row after row.
+                let mut qr = Vec::with_capacity(m * d);
+                for r in r0..r0 + c {
+                    let at = (r * h + hh) * l * d;
+                    qr.extend_from_slice(&qd[at..at + l * d]);
+                }
+                let mut o = vec![0f32; m * d];
+                let mut p = if want_probs {
+                    vec![0f32; m * t]
+                } else {
+                    Vec::new()
+                };
+                let probs = if want_probs {
+                    &mut p
+                } else {
+                    scratch.resize(m * t, 0.0);
+                    scratch
+                };
+                let bh = win * h + hh;
+                let (k0, v0) = (block_start(kl, h, bh), block_start(vl, h, bh));
+                match kv {
+                    Kv::F16(kd, vd) => cross_f16::attend_head_f16(
+                        level,
+                        &qr,
+                        &kd[k0..k0 + key_block],
+                        &vd[v0..v0 + t * d],
+                        t,
+                        d,
+                        probs,
+                        &mut o,
+                    ),
+                    Kv::F32(kd, vd) => {
+                        let (kk, vv) = (&kd[k0..k0 + t * d], &vd[v0..v0 + t * d]);
+                        attend_head(&qr, [kk, &[]], [vv, &[]], d, probs, &mut o)
+                    }
+                }
+                (o, p)
+            };
+            Ok((0..runs.len() * h)
+                .into_par_iter()
+                .map_init(Vec::new, |scratch, i| task(i, scratch))
+                .collect())
+        },
+    )?;
+    // Back to row order: [N, H, L, D] (and [N, H, L, T]).
+    let mut out = vec![0f32; n * h * l * d];
+    let mut probs = vec![0f32; if want_probs { n * h * l * t } else { 0 }];
+    for (i, (o, p)) in results.iter().enumerate() {
+        let ((_, r0, c), hh) = (runs[i / h], i % h);
+        for j in 0..c {
+            let at = ((r0 + j) * h + hh) * l;
+            out[at * d..(at + l) * d].copy_from_slice(&o[j * l * d..(j + 1) * l * d]);
+            if want_probs {
+                probs[at * t..(at + l) * t].copy_from_slice(&p[j * l * t..(j + 1) * l * t]);
+            }
+        }
+    }
+    few_queries_result(out, probs, (n, h, l, d, t), want_probs, q.device())
+}
+
+/// The keys and values of every window, in the storage of either kind.
+#[derive(Clone, Copy)]
+enum Kv<'a> {
+    F16(&'a [half::f16], &'a [half::f16]),
+    F32(&'a [f32], &'a [f32]),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::{attend_cross_f16, block_keys_f16};
+    use candle_core::{Device, IndexOp};
+
+    /// `n` deterministic values in [-1.43, 1.43], different per `salt`.
+    fn vals(n: usize, salt: usize) -> Vec<f32> {
+        (0..n)
+            .map(|i| (((i * 7919 + salt * 104_729) % 2001) as f32 - 1000.0) / 700.0)
+            .collect()
+    }
+
+    fn bits(t: &Tensor) -> Vec<u32> {
+        t.flatten_all()
+            .unwrap()
+            .to_vec1::<f32>()
+            .unwrap()
+            .iter()
+            .map(|x| x.to_bits())
+            .collect()
+    }
+
+    /// Every row gets the bits of attending its own window alone, whatever the runs (repeated,
+    /// unsorted, windows skipped), for f32 and for f16 blocked K/V, with probabilities.
+    #[test]
+    fn rows_sharing_windows_equal_each_row_alone() {
+        let dev = Device::Cpu;
+        let window_of = [2usize, 2, 0, 1, 1, 1, 0, 2];
+        let (w, h, t, d) = (3, 2, 37, 13);
+        let n = window_of.len();
+        let k = Tensor::from_vec(vals(w * h * t * d, 2), (w, h, t, d), &dev).unwrap();
+        let v = Tensor::from_vec(vals(w * h * t * d, 3), (w, h, t, d), &dev).unwrap();
+        let kb = block_keys_f16(&k).unwrap();
+        let v16 = v.to_dtype(DType::F16).unwrap();
+        for l in [1, 3] {
+            let q = Tensor::from_vec(vals(n * h * l * d, 1), (n, h, l, d), &dev).unwrap();
+            for f16 in [false, true] {
+                let (kk, vv) = if f16 { (&kb, &v16) } else { (&k, &v) };
+                let (out, probs) = attend_cross_rows(&q, kk, vv, &window_of, true).unwrap();
+                let (plain, _) = attend_cross_rows(&q, kk, vv, &window_of, false).unwrap();
+                assert_eq!(bits(&out), bits(&plain), "probabilities change nothing");
+                let probs = probs.unwrap();
+                assert_eq!(probs.dims4().unwrap(), (n, h, l, t));
+                for (r, &win) in window_of.iter().enumerate() {
+                    let qr = q.i(r..r + 1).unwrap();
+                    let (want, want_p) = if f16 {
+                        let (kw, vw) = (kb.i(win..win + 1).unwrap(), v16.i(win..win + 1).unwrap());
+                        attend_cross_f16(&qr, &kw, &vw, true).unwrap()
+                    } else {
+                        let (kw, vw) = (k.i(win..win + 1).unwrap(), v.i(win..win + 1).unwrap());
+                        attend_few_queries(&qr, &kw, &vw, true).unwrap()
+                    };
+                    let got = out.i(r..r + 1).unwrap();
+                    assert_eq!(bits(&got), bits(&want), "row {r}, L {l}, f16 {f16}");
+                    let got_p = probs.i(r..r + 1).unwrap();
+                    assert_eq!(
+                        bits(&got_p),
+                        bits(&want_p.unwrap()),
+                        "row {r} probabilities"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_window_out_of_range_or_a_wrong_count_is_an_error() {
+        let dev = Device::Cpu;
+        let (w, h, t, d) = (2, 1, 5, 4);
+        let k = Tensor::zeros((w, h, t, d), DType::F32, &dev).unwrap();
+        let q = Tensor::zeros((2, h, 1, d), DType::F32, &dev).unwrap();
+        assert!(attend_cross_rows(&q, &k, &k, &[0, 2], false).is_err());
+        assert!(attend_cross_rows(&q, &k, &k, &[0], false).is_err());
+        assert!(attend_cross_rows(&q, &k, &k, &[1, 1], false).is_ok());
+    }
+}
