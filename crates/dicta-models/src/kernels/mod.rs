@@ -108,64 +108,11 @@ pub fn attend_cross_f16(
     v: &Tensor,
     want_probs: bool,
 ) -> candle_core::Result<(Tensor, Option<Tensor>)> {
-    let (b, h, m, d) = q.dims4()?;
-    let t = v.dim(2)?;
-    let nb = t.div_ceil(cross_f16::KEY_BLOCK);
-    if !fast_path(q)
-        || kb.dtype() != candle_core::DType::F16
-        || v.dtype() != candle_core::DType::F16
-        || kb.dims4()? != (b, h, nb, cross_f16::KEY_BLOCK * d)
-        || v.dims4()? != (b, h, t, d)
-    {
-        candle_core::bail!(
-            "attend_cross_f16: q {:?} {:?}, blocked keys {:?} {:?}, v {:?} {:?}",
-            q.dims(),
-            q.dtype(),
-            kb.dims(),
-            kb.dtype(),
-            v.dims(),
-            v.dtype()
-        );
+    if v.dtype() != candle_core::DType::F16 {
+        candle_core::bail!("attend_cross_f16: values are {:?}, not f16", v.dtype());
     }
-    let q = q.contiguous()?;
-    let (kb, v) = (kb.contiguous()?, v.contiguous()?);
-    let block = cross_f16::blocked_len(t, d);
-    let mut out = vec![0f32; b * h * m * d];
-    // The probabilities of every (batch, head) only when asked for (word alignment): a prompt
-    // of 8 rows × 226 tokens would otherwise allocate and fault in 65 MB per layer.
-    let mut probs = vec![0f32; if want_probs { b * h * m * t } else { 0 }];
-    with_cpu(
-        "attend_cross_f16",
-        [&q, &kb, &v],
-        |[(qs, ql), (ks, kl), (vs, vl)]| {
-            let qd = f32_input(qs, ql)?;
-            let (kd, vd) = (
-                f16_storage(ks, kl, h, block)?,
-                f16_storage(vs, vl, h, t * d)?,
-            );
-            let level = attention::Level::best();
-            let run = |bh: usize, o: &mut [f32], p: &mut [f32]| {
-                let q = &qd[bh * m * d..(bh + 1) * m * d];
-                let (k0, v0) = (block_start(kl, h, bh), block_start(vl, h, bh));
-                let (k, v) = (&kd[k0..k0 + block], &vd[v0..v0 + t * d]);
-                cross_f16::attend_head_f16(level, q, k, v, t, d, p, o);
-            };
-            if want_probs {
-                let tasks = out.par_chunks_mut(m * d).zip(probs.par_chunks_mut(m * t));
-                tasks.enumerate().for_each(|(bh, (o, p))| run(bh, o, p));
-            } else {
-                out.par_chunks_mut(m * d).enumerate().for_each_init(
-                    Vec::new,
-                    |scratch, (bh, o)| {
-                        scratch.resize(m * t, 0f32);
-                        run(bh, o, scratch)
-                    },
-                );
-            }
-            Ok(())
-        },
-    )?;
-    few_queries_result(out, probs, (b, h, m, d, t), want_probs, q.device())
+    let windows: Vec<usize> = (0..q.dim(0)?).collect();
+    attend_cross_rows(q, kb, v, &windows, want_probs)
 }
 
 /// Keys [B, H, T, D] (any float type) → the blocked f16 layout of [`attend_cross_f16`]
