@@ -179,15 +179,9 @@ enum Kv<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernels::tests::vals;
     use crate::kernels::{attend_cross_f16, block_keys_f16};
     use candle_core::{Device, IndexOp};
-
-    /// `n` deterministic values in [-1.43, 1.43], different per `salt`.
-    fn vals(n: usize, salt: usize) -> Vec<f32> {
-        (0..n)
-            .map(|i| (((i * 7919 + salt * 104_729) % 2001) as f32 - 1000.0) / 700.0)
-            .collect()
-    }
 
     fn bits(t: &Tensor) -> Vec<u32> {
         t.flatten_all()

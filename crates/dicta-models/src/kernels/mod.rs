@@ -401,7 +401,7 @@ mod tests {
     use candle_core::Device;
 
     /// `n` deterministic values in [-1.43, 1.43], different per `salt`.
-    fn vals(n: usize, salt: usize) -> Vec<f32> {
+    pub(super) fn vals(n: usize, salt: usize) -> Vec<f32> {
         (0..n)
             .map(|i| (((i * 7919 + salt * 104_729) % 2001) as f32 - 1000.0) / 700.0)
             .collect()
