@@ -44,7 +44,7 @@ pub fn attend_few_queries(
         let out = p.matmul(&v)?;
         return Ok((out, want_probs.then_some(p)));
     }
-    let (b, h, m, d) = q.dims4()?;
+    let (b, h, _, d) = q.dims4()?;
     let t = k.dim(2)?;
     if k.dims4()? != (b, h, t, d) || v.dims4()? != (b, h, t, d) {
         candle_core::bail!(
@@ -54,30 +54,9 @@ pub fn attend_few_queries(
             v.dims()
         );
     }
-    let q = q.contiguous()?;
-    let (k, v) = (head_blocks(k, t, d)?, head_blocks(v, t, d)?);
-    let mut out = vec![0f32; b * h * m * d];
-    let mut probs = vec![0f32; b * h * m * t];
-    with_cpu(
-        "attend_few_queries",
-        [&q, &k, &v],
-        |[(qs, ql), (ks, kl), (vs, vl)]| {
-            let qd = f32_input(qs, ql)?;
-            let (kd, vd) = (
-                f32_storage(ks, kl, h, t * d)?,
-                f32_storage(vs, vl, h, t * d)?,
-            );
-            let tasks = out.par_chunks_mut(m * d).zip(probs.par_chunks_mut(m * t));
-            tasks.enumerate().for_each(|(bh, (o, p))| {
-                let q = &qd[bh * m * d..(bh + 1) * m * d];
-                let (k0, v0) = (block_start(kl, h, bh), block_start(vl, h, bh));
-                let (k, v) = (&kd[k0..k0 + t * d], &vd[v0..v0 + t * d]);
-                attend_head(q, [k, &[]], [v, &[]], d, p, o);
-            });
-            Ok(())
-        },
-    )?;
-    few_queries_result(out, probs, (b, h, m, d, t), want_probs, q.device())
+    // Batch row `i` attends its own K/V: the cross-attention kernel with one window per row.
+    let windows: Vec<usize> = (0..b).collect();
+    attend_cross_rows(q, k, v, &windows, want_probs)
 }
 
 /// The output [B, H, M, D] and, when wanted, the probabilities [B, H, M, T] as tensors.
