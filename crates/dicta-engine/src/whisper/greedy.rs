@@ -85,7 +85,7 @@ pub fn greedy_search<M: StepModel>(
     mut logits: Vec<f32>,
     rows: usize,
     params: &SearchParams<'_>,
-    mut sampler: Sampler<'_>,
+    sampler: Sampler<'_>,
 ) -> Result<Vec<Hypothesis>> {
     let SearchParams {
         rules,
@@ -94,43 +94,44 @@ pub fn greedy_search<M: StepModel>(
         length_penalty,
     } = *params;
     let v = model.vocab_size();
-    // Per original row; live rows are the cache's rows, in order (rows only ever leave).
-    let mut states: Vec<RowState> = (0..rows).map(|_| RowState::default()).collect();
-    let inv_t = match &sampler {
-        Sampler::Argmax => 0.0,
-        Sampler::Temperature { temperature, .. } => 1.0 / *temperature,
+    // Sampling: the inverse temperature and each initial row's generator.
+    let (inv_t, mut gens) = match sampler {
+        Sampler::Argmax => (0.0, Vec::new().into_iter()),
+        Sampler::Temperature { temperature, rngs } => (
+            1.0 / temperature,
+            rngs.iter_mut().collect::<Vec<_>>().into_iter(),
+        ),
     };
+    // Per original row; live rows are the cache's rows, in order (rows only ever leave).
+    let mut states: Vec<RowState> = (0..rows)
+        .map(|_| RowState {
+            seq: Vec::new(),
+            sum: 0.0,
+            held: false,
+            live: true,
+            rng: gens.next(),
+        })
+        .collect();
     for step in 0..max_len {
         let last_step = step + 1 == max_len;
-        // The live rows' generators and states, in cache order.
-        let alive: Vec<bool> = states.iter().map(|st| st.live).collect();
         let mut live: Vec<(usize, &mut RowState)> = states
             .iter_mut()
             .enumerate()
             .filter(|(_, st)| st.live)
             .collect();
-        let mut gens: Vec<Option<&mut StdRng>> = match &mut sampler {
-            Sampler::Argmax => live.iter().map(|_| None).collect(),
-            Sampler::Temperature { rngs, .. } => rngs
-                .iter_mut()
-                .zip(&alive)
-                .filter(|(_, &a)| a)
-                .map(|(r, _)| Some(r))
-                .collect(),
-        };
         // Each row's rules, log-softmax and draw are passes over the whole vocabulary; with
         // sampling (temperature fallback: `best_of` rows per window) they kept the other core
         // idle, so those rows go to every thread (a row's draw only reads its own generator).
         // Argmax rows stay on this one: no faster spread (mixed workload, session 31; the
         // 4-minute recording batched, session 32).
-        let pick = |row: &mut [f32],
-                    (orig, st): &mut (usize, &mut RowState),
-                    rng: &mut Option<&mut StdRng>| {
+        let pick = |row: &mut [f32], (orig, st): &mut (usize, &mut RowState)| {
             rules.apply_row(row, &st.seq, *orig, &mut st.held);
             log_softmax_in_place(row);
-            let token = match rng {
-                None => argmax(row),
-                Some(rng) => sample(row, inv_t, rng),
+            let token = if inv_t > 0.0 {
+                let rng = st.rng.as_mut().expect("one generator per initial row");
+                sample(row, inv_t, rng)
+            } else {
+                argmax(row)
             } as u32;
             st.sum += row[token as usize];
             if token != eot {
@@ -138,24 +139,22 @@ pub fn greedy_search<M: StepModel>(
             }
             token
         };
-        let picked: Vec<u32> = if live.len() > 1 && inv_t > 0.0 {
-            logits[..live.len() * v]
+        let rows_now = live.len();
+        let picked: Vec<u32> = if rows_now > 1 && inv_t > 0.0 {
+            logits[..rows_now * v]
                 .par_chunks_mut(v)
                 .zip(live.par_iter_mut())
-                .zip(gens.par_iter_mut())
-                .map(|((row, st), rng)| pick(row, st, rng))
+                .map(|(row, st)| pick(row, st))
                 .collect()
         } else {
-            logits[..live.len() * v]
+            logits[..rows_now * v]
                 .chunks_mut(v)
                 .zip(live.iter_mut())
-                .zip(gens.iter_mut())
-                .map(|((row, st), rng)| pick(row, st, rng))
+                .map(|(row, st)| pick(row, st))
                 .collect()
         };
-        drop(gens);
-        let mut keep = Vec::with_capacity(live.len());
-        let mut next = Vec::with_capacity(live.len());
+        let mut keep = Vec::with_capacity(rows_now);
+        let mut next = Vec::with_capacity(rows_now);
         for (pos, ((_, st), &token)) in live.iter_mut().zip(&picked).enumerate() {
             if token != eot && !last_step {
                 keep.push(pos as u32);
@@ -164,8 +163,6 @@ pub fn greedy_search<M: StepModel>(
                 st.live = false;
             }
         }
-        let rows_now = live.len();
-        drop(live);
         if keep.is_empty() {
             break;
         }
@@ -181,7 +178,7 @@ pub fn greedy_search<M: StepModel>(
 }
 
 /// One row of a greedy search or sampling pass.
-struct RowState {
+struct RowState<'r> {
     /// Tokens chosen so far, without EOT.
     seq: Vec<u32>,
     /// Sum of their log-probabilities (EOT included once chosen).
@@ -190,17 +187,8 @@ struct RowState {
     held: bool,
     /// Whether the row is still in the cache (no EOT yet).
     live: bool,
-}
-
-impl Default for RowState {
-    fn default() -> Self {
-        Self {
-            seq: Vec::new(),
-            sum: 0.0,
-            held: false,
-            live: true,
-        }
-    }
+    /// Its generator when sampling.
+    rng: Option<&'r mut StdRng>,
 }
 
 /// Draws from `softmax(logprobs · inv_temperature)` by inverse CDF; masked (`-inf`) tokens
