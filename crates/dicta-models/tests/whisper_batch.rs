@@ -113,6 +113,47 @@ fn select_rows_keeps_each_rows_state() {
     assert_eq!(e.kind, dicta_core::ErrorKind::InvalidInput);
 }
 
+/// A fork (temperature fallback: one prompt pass, a search per temperature) decodes its rows as
+/// `select_rows` would, and leaves the cache it came from as it was, whatever either does next.
+#[test]
+fn fork_copies_rows_and_leaves_the_cache() {
+    let Some(m) = model() else { return };
+    let (p, next) = steps(m);
+    let enc = m.encode(&mel()).unwrap();
+    let mut reference = m.new_cache(&enc).unwrap();
+    m.decode_last(&prompt(&p, 3), &mut reference).unwrap();
+    let ref_next = m
+        .decode_last(&prompt(&[next[0]], 3), &mut reference)
+        .unwrap();
+    let ref_after = m
+        .decode_last(&prompt(&[next[1]], 3), &mut reference)
+        .unwrap();
+
+    let mut cache = m.new_cache(&enc).unwrap();
+    m.decode_last(&prompt(&p, 3), &mut cache).unwrap();
+    // Samples of windows 2 and 0 (shrinks, expands and reorders at once).
+    let mut fork = cache.fork(&[2, 2, 0]).unwrap();
+    assert_eq!((fork.rows(), fork.len()), (3, cache.len()));
+    let f1 = m.decode_last(&prompt(&[next[0]], 3), &mut fork).unwrap();
+    for (row, src) in [2usize, 2, 0].iter().enumerate() {
+        let d = max_abs_diff(&f1.i(row).unwrap(), &ref_next.i(*src).unwrap());
+        assert!(d <= TOL, "forked row {row}: {d}");
+    }
+    // The fork's step and a reorder of the fork did not touch the cache's rows or length.
+    fork.select_rows(&[2, 0]).unwrap();
+    assert_eq!(cache.rows(), 3);
+    let c1 = m.decode_last(&prompt(&[next[0]], 3), &mut cache).unwrap();
+    assert!(max_abs_diff(&c1, &ref_next) == 0.0, "the cache changed");
+    // Nor the cache's next step the fork's rows.
+    let f2 = m.decode_last(&prompt(&[next[1]], 2), &mut fork).unwrap();
+    for (row, src) in [0usize, 2].iter().enumerate() {
+        let d = max_abs_diff(&f2.i(row).unwrap(), &ref_after.i(*src).unwrap());
+        assert!(d <= TOL, "forked row {row} after a reorder: {d}");
+    }
+    let e = cache.fork(&[3]).unwrap_err();
+    assert_eq!(e.kind, dicta_core::ErrorKind::InvalidInput);
+}
+
 /// Speculative decoding's verification pass: several new tokens per row in one call (after a
 /// rollback with `truncate`) give each position the logits single-token steps give it. Reports
 /// how many positions are bitwise equal (the greedy argmax can only differ in near-ties if not).

@@ -38,6 +38,16 @@ pub struct WindowJob {
     pub final_rest: Option<std::sync::Arc<super::final_window::FinalRest>>,
 }
 
+/// The rows of a group after their prompts ([`WindowDecoder::prefill`]).
+struct Prefilled {
+    /// Self-attention K/V of every row's prompt, and the rows' encoder K/V.
+    cache: DecoderCache,
+    /// Logits `[rows, V]` after each row's prompt.
+    first: Vec<f32>,
+    /// Probability of `<|nospeech|>` at each row's `<|startoftranscript|>`.
+    no_speech: Vec<f32>,
+}
+
 /// One window to align words in: its text tokens over its encoder row.
 #[derive(Debug, Clone)]
 pub struct AlignRequest {
@@ -376,15 +386,20 @@ impl WindowDecoder<'_> {
         let mut attempts: Vec<Vec<Attempt>> = vec![Vec::new(); rows.len()];
         let mut settled: Vec<Option<Attempt>> = vec![None; rows.len()];
         let mut pending: Vec<usize> = (0..rows.len()).collect();
-        for (ti, &temperature) in self.opts.temperatures.iter().enumerate() {
+        let group: Vec<&WindowJob> = rows.iter().map(|&r| jobs[r]).collect();
+        let idx: Vec<u32> = rows.iter().map(|&r| r as u32).collect();
+        // The prompt is decoded once per window; every temperature forks that state (the
+        // prompt's result does not depend on the temperature, and a window that falls back
+        // through every temperature decoded its prompt and encoder K/V six times before).
+        let prefilled = self.prefill(&group, &select(enc, &idx)?)?;
+        let temperatures = &self.opts.temperatures;
+        for (ti, &temperature) in temperatures.iter().enumerate() {
             if pending.is_empty() {
                 break;
             }
             self.opts.cancel.check()?;
-            let sub: Vec<&WindowJob> = pending.iter().map(|&p| jobs[rows[p]]).collect();
-            let idx: Vec<u32> = pending.iter().map(|&p| rows[p] as u32).collect();
-            let enc_sub = select(enc, &idx)?;
-            let results = self.run(&sub, &enc_sub, temperature, ti)?;
+            let sub: Vec<&WindowJob> = pending.iter().map(|&p| group[p]).collect();
+            let results = self.run(&sub, &prefilled, &pending, temperature, ti)?;
             let mut still = Vec::new();
             for (&p, (hyp, no_speech_prob)) in pending.iter().zip(results) {
                 let text = self.model.tokenizer.decode(&hyp.tokens)?;
@@ -410,24 +425,19 @@ impl WindowDecoder<'_> {
         Ok(settled.into_iter().map(|a| a.expect("settled")).collect())
     }
 
-    /// One search at one temperature over rows sharing a group key ([`Self::group_key`]);
-    /// shorter prompts are left-padded to the longest. Returns the best hypothesis and the
-    /// no-speech probability per row.
-    fn run(
-        &self,
-        jobs: &[&WindowJob],
-        enc: &Tensor,
-        temperature: f32,
-        temperature_index: usize,
-    ) -> Result<Vec<(Hypothesis, f32)>> {
-        let cfg = &self.model.config;
-        let sp = &cfg.special;
+    /// Decodes the prompts of rows sharing a group key ([`Self::group_key`]) over their
+    /// encoder states `enc` `[N, 1500, d]`: shorter prompts are left-padded to the longest.
+    /// Every row's logits do not depend on the other rows (the cache never lets a real token
+    /// see another row or the padding), so a subset forked from it decodes as if prefilled
+    /// alone.
+    fn prefill(&self, jobs: &[&WindowJob], enc: &Tensor) -> Result<Prefilled> {
+        let sp = &self.model.config.special;
+        let v = self.model.config.n_vocab;
         let rows = jobs.len();
         let prompt_len = jobs.iter().map(|j| j.prompt.len()).max().unwrap_or(0);
         let pads: Vec<usize> = jobs.iter().map(|j| prompt_len - j.prompt.len()).collect();
         // The same in every row of the group: its tokens from SOT on line up.
         let sot_at = pads[0] + sot_index(&jobs[0].prompt, sp.sot);
-        let max_len = self.max_len(jobs[0].prompt.len())?;
         let mut cache = {
             let _turn = self.hold();
             self.model.new_cache(enc)?
@@ -441,7 +451,6 @@ impl WindowDecoder<'_> {
             cancel: &self.opts.cancel,
             gate: self.gate,
         };
-        let v = cfg.n_vocab;
         // Padding repeats a row's first token; the cache never lets a real token see it.
         let padded: Vec<Vec<u32>> = jobs
             .iter()
@@ -466,6 +475,51 @@ impl WindowDecoder<'_> {
             let ns = no_speech_probs(&at_sot, v, sp.no_speech);
             (ns, dec.feed(&flat(sot_at + 1..prompt_len), rows)?)
         };
+        Ok(Prefilled {
+            cache: dec.cache,
+            first,
+            no_speech,
+        })
+    }
+
+    /// One search at one temperature over rows `of` (indices into the group) of `prefilled`;
+    /// `jobs[i]` is row `of[i]`'s job. Returns the best hypothesis and the no-speech
+    /// probability per row.
+    fn run(
+        &self,
+        jobs: &[&WindowJob],
+        prefilled: &Prefilled,
+        of: &[usize],
+        temperature: f32,
+        temperature_index: usize,
+    ) -> Result<Vec<(Hypothesis, f32)>> {
+        let cfg = &self.model.config;
+        let sp = &cfg.special;
+        let rows = jobs.len();
+        let v = cfg.n_vocab;
+        let max_len = self.max_len(jobs[0].prompt.len())?;
+        let no_speech: Vec<f32> = of.iter().map(|&p| prefilled.no_speech[p]).collect();
+        let sampled = temperature > 0.0;
+        let n = if sampled { self.opts.best_of } else { 1 };
+        // Row `r` of the search is row `of[r / n]` of the prefilled cache (`n` samples each).
+        let expand: Vec<u32> = of
+            .iter()
+            .flat_map(|&p| std::iter::repeat_n(p as u32, n))
+            .collect();
+        let first: Vec<f32> = expand
+            .iter()
+            .flat_map(|&p| {
+                prefilled.first[p as usize * v..(p as usize + 1) * v]
+                    .iter()
+                    .copied()
+            })
+            .collect();
+        let mut dec = CachedDecoder {
+            model: self.model,
+            cache: prefilled.cache.fork(&expand)?,
+            cancel: &self.opts.cancel,
+            gate: self.gate,
+        };
         let with_timestamps = *jobs[0].prompt.last().unwrap_or(&0) != sp.no_timestamps;
         let finals: Vec<_> = jobs.iter().map(|j| j.final_rest.clone()).collect();
         let rules = self.rules(with_timestamps).with_finals(finals.clone());
@@ -475,16 +529,7 @@ impl WindowDecoder<'_> {
             max_len,
             length_penalty: self.opts.length_penalty,
         };
-        let hyps = if temperature > 0.0 {
-            let n = self.opts.best_of;
-            let expand: Vec<u32> = (0..rows as u32)
-                .flat_map(|r| std::iter::repeat_n(r, n))
-                .collect();
-            dec.select_rows(&expand)?;
-            let first: Vec<f32> = expand
-                .iter()
-                .flat_map(|&r| first[r as usize * v..(r as usize + 1) * v].iter().copied())
-                .collect();
+        let hyps = if sampled {
             let mut rngs: Vec<StdRng> = jobs
                 .iter()
                 .flat_map(|j| {

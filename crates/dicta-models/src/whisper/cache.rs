@@ -147,6 +147,34 @@ impl DecoderCache {
     /// Keeps/reorders rows (beam search, dropping finished rows): new row `i` = old row `indices[i]`.
     /// Moves self-attention K/V; rows keep naming their windows of the encoder K/V, never copied.
     pub fn select_rows(&mut self, indices: &[u32]) -> Result<()> {
+        self.select(indices, true)
+    }
+
+    /// A new cache whose row `i` is a copy of this cache's row `indices[i]`, as
+    /// [`Self::select_rows`] would leave it, while this cache stays as it is: the self-attention
+    /// K/V of the selected rows are copied, the encoder K/V are shared. Temperature fallback
+    /// decodes a window's prompt once and forks the cache for every temperature.
+    pub fn fork(&self, indices: &[u32]) -> Result<Self> {
+        let mut out = Self {
+            self_k: self.self_k.clone(),
+            self_v: self.self_v.clone(),
+            cap: self.cap,
+            len: self.len,
+            rows: self.rows,
+            starts: self.starts.clone(),
+            family: self.family.clone(),
+            shared: self.shared,
+            cross: self.cross.clone(),
+            window_of: self.window_of.clone(),
+            n_head: self.n_head,
+            head_dim: self.head_dim,
+        };
+        // Not in place: the clones above share this cache's storage until replaced.
+        out.select(indices, false)?;
+        Ok(out)
+    }
+
+    fn select(&mut self, indices: &[u32], allow_in_place: bool) -> Result<()> {
         if let Some(&bad) = indices.iter().find(|&&i| i as usize >= self.rows) {
             return Err(Error::invalid_input(format!(
                 "select_rows: row {bad} is out of range (the cache holds {} rows)",
@@ -163,7 +191,7 @@ impl DecoderCache {
         if !self.starts.is_empty() {
             self.starts = indices.iter().map(|&i| self.starts[i as usize]).collect();
         }
-        let in_place = indices.len() <= self.rows && dev.is_cpu();
+        let in_place = allow_in_place && indices.len() <= self.rows && dev.is_cpu();
         let idx = Tensor::new(indices, &dev).map_err(ce)?;
         let old_family: Vec<u32> = if self.family.is_empty() {
             (0..self.rows as u32).collect()
