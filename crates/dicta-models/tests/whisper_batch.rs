@@ -152,6 +152,15 @@ fn fork_copies_rows_and_leaves_the_cache() {
     }
     let e = cache.fork(&[3]).unwrap_err();
     assert_eq!(e.kind, dicta_core::ErrorKind::InvalidInput);
+    // The last temperature takes the cache itself: it moves, an empty one stays.
+    let mut taken = cache.take();
+    assert_eq!((cache.rows(), cache.len()), (0, 0));
+    assert_eq!(taken.rows(), 3);
+    let t1 = m.decode_last(&prompt(&[next[1]], 3), &mut taken).unwrap();
+    assert!(
+        max_abs_diff(&t1, &ref_after) == 0.0,
+        "the taken cache changed"
+    );
 }
 
 /// Speculative decoding's verification pass: several new tokens per row in one call (after a

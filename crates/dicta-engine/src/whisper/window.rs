@@ -391,7 +391,7 @@ impl WindowDecoder<'_> {
         // The prompt is decoded once per window; every temperature forks that state (the
         // prompt's result does not depend on the temperature, and a window that falls back
         // through every temperature decoded its prompt and encoder K/V six times before).
-        let prefilled = self.prefill(&group, &select(enc, &idx)?)?;
+        let mut prefilled = self.prefill(&group, &select(enc, &idx)?)?;
         let temperatures = &self.opts.temperatures;
         for (ti, &temperature) in temperatures.iter().enumerate() {
             if pending.is_empty() {
@@ -399,7 +399,29 @@ impl WindowDecoder<'_> {
             }
             self.opts.cancel.check()?;
             let sub: Vec<&WindowJob> = pending.iter().map(|&p| group[p]).collect();
-            let results = self.run(&sub, &prefilled, &pending, temperature, ti)?;
+            // Row `r` of the search is row `pending[r / n]` of the prefilled cache (`n`
+            // samples each). The last temperature takes the cache itself.
+            let n = if temperature > 0.0 {
+                self.opts.best_of
+            } else {
+                1
+            };
+            let expand: Vec<u32> = pending
+                .iter()
+                .flat_map(|&p| std::iter::repeat_n(p as u32, n))
+                .collect();
+            let cache = if ti + 1 < temperatures.len() {
+                prefilled.cache.fork(&expand)?
+            } else {
+                let mut cache = prefilled.cache.take();
+                if expand.len() != cache.rows()
+                    || expand.iter().enumerate().any(|(i, &p)| p as usize != i)
+                {
+                    cache.select_rows(&expand)?;
+                }
+                cache
+            };
+            let results = self.run(&sub, &prefilled, cache, &expand, temperature, ti)?;
             let mut still = Vec::new();
             for (&p, (hyp, no_speech_prob)) in pending.iter().zip(results) {
                 let text = self.model.tokenizer.decode(&hyp.tokens)?;
@@ -482,14 +504,16 @@ impl WindowDecoder<'_> {
         })
     }
 
-    /// One search at one temperature over rows `of` (indices into the group) of `prefilled`;
-    /// `jobs[i]` is row `of[i]`'s job. Returns the best hypothesis and the no-speech
-    /// probability per row.
+    /// One search at one temperature: `cache` holds row `expand[r]` of `prefilled` as its row
+    /// `r` (a window's `best_of` samples side by side when sampling, one row per window
+    /// otherwise), `jobs` one job per window. Returns the best hypothesis and the no-speech
+    /// probability per window.
     fn run(
         &self,
         jobs: &[&WindowJob],
         prefilled: &Prefilled,
-        of: &[usize],
+        cache: DecoderCache,
+        expand: &[u32],
         temperature: f32,
         temperature_index: usize,
     ) -> Result<Vec<(Hypothesis, f32)>> {
@@ -498,13 +522,12 @@ impl WindowDecoder<'_> {
         let rows = jobs.len();
         let v = cfg.n_vocab;
         let max_len = self.max_len(jobs[0].prompt.len())?;
-        let no_speech: Vec<f32> = of.iter().map(|&p| prefilled.no_speech[p]).collect();
         let sampled = temperature > 0.0;
-        let n = if sampled { self.opts.best_of } else { 1 };
-        // Row `r` of the search is row `of[r / n]` of the prefilled cache (`n` samples each).
-        let expand: Vec<u32> = of
+        let n = expand.len() / rows.max(1);
+        let no_speech: Vec<f32> = expand
             .iter()
-            .flat_map(|&p| std::iter::repeat_n(p as u32, n))
+            .step_by(n.max(1))
+            .map(|&p| prefilled.no_speech[p as usize])
             .collect();
         let first: Vec<f32> = expand
             .iter()
@@ -516,7 +539,7 @@ impl WindowDecoder<'_> {
             .collect();
         let mut dec = CachedDecoder {
             model: self.model,
-            cache: prefilled.cache.fork(&expand)?,
+            cache,
             cancel: &self.opts.cancel,
             gate: self.gate,
         };

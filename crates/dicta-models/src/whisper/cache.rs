@@ -174,6 +174,25 @@ impl DecoderCache {
         Ok(out)
     }
 
+    /// Moves the cache out, leaving one with no rows and nothing decoded in its place.
+    pub fn take(&mut self) -> Self {
+        let empty = Self {
+            self_k: Vec::new(),
+            self_v: Vec::new(),
+            cap: 0,
+            len: 0,
+            rows: 0,
+            starts: Vec::new(),
+            family: Vec::new(),
+            shared: 0,
+            cross: Vec::new(),
+            window_of: Vec::new(),
+            n_head: self.n_head,
+            head_dim: self.head_dim,
+        };
+        std::mem::replace(self, empty)
+    }
+
     fn select(&mut self, indices: &[u32], allow_in_place: bool) -> Result<()> {
         if let Some(&bad) = indices.iter().find(|&&i| i as usize >= self.rows) {
             return Err(Error::invalid_input(format!(
