@@ -388,9 +388,10 @@ impl WindowDecoder<'_> {
         let mut pending: Vec<usize> = (0..rows.len()).collect();
         let group: Vec<&WindowJob> = rows.iter().map(|&r| jobs[r]).collect();
         let idx: Vec<u32> = rows.iter().map(|&r| r as u32).collect();
-        // The prompt is decoded once per window; every temperature forks that state (the
+        // The prompt is decoded once per window and every temperature forks that state: the
         // prompt's result does not depend on the temperature, and a window that falls back
-        // through every temperature decoded its prompt and encoder K/V six times before).
+        // through every temperature would otherwise build its encoder K/V and decode its
+        // prompt six times.
         let mut prefilled = self.prefill(&group, &select(enc, &idx)?)?;
         let temperatures = &self.opts.temperatures;
         for (ti, &temperature) in temperatures.iter().enumerate() {
@@ -449,9 +450,8 @@ impl WindowDecoder<'_> {
 
     /// Decodes the prompts of rows sharing a group key ([`Self::group_key`]) over their
     /// encoder states `enc` `[N, 1500, d]`: shorter prompts are left-padded to the longest.
-    /// Every row's logits do not depend on the other rows (the cache never lets a real token
-    /// see another row or the padding), so a subset forked from it decodes as if prefilled
-    /// alone.
+    /// No row's logits depend on the other rows (the cache never lets a real token see another
+    /// row or the padding), so a subset forked from it decodes as if prefilled alone.
     fn prefill(&self, jobs: &[&WindowJob], enc: &Tensor) -> Result<Prefilled> {
         let sp = &self.model.config.special;
         let v = self.model.config.n_vocab;
