@@ -414,12 +414,9 @@ impl WindowDecoder<'_> {
             let cache = if ti + 1 < temperatures.len() {
                 prefilled.cache.fork(&expand)?
             } else {
+                // In place: rows that stay where they are are not moved.
                 let mut cache = prefilled.cache.take();
-                if expand.len() != cache.rows()
-                    || expand.iter().enumerate().any(|(i, &p)| p as usize != i)
-                {
-                    cache.select_rows(&expand)?;
-                }
+                cache.select_rows(&expand)?;
                 cache
             };
             let results = self.run(&sub, &prefilled, cache, &expand, temperature, ti)?;

@@ -58,19 +58,29 @@ impl DecoderCache {
             None => 0,
         };
         Ok(Self {
+            rows,
+            cross,
+            window_of: (0..rows).collect(),
+            ..Self::empty(n_head, head_dim)
+        })
+    }
+
+    /// No rows, no windows, nothing decoded.
+    fn empty(n_head: usize, head_dim: usize) -> Self {
+        Self {
             self_k: Vec::new(),
             self_v: Vec::new(),
             cap: 0,
             len: 0,
-            rows,
+            rows: 0,
             starts: Vec::new(),
             family: Vec::new(),
             shared: 0,
-            cross,
-            window_of: (0..rows).collect(),
+            cross: Vec::new(),
+            window_of: Vec::new(),
             n_head,
             head_dim,
-        })
+        }
     }
 
     /// Positions cached (tokens decoded so far, prompt included).
@@ -176,20 +186,7 @@ impl DecoderCache {
 
     /// Moves the cache out, leaving one with no rows and nothing decoded in its place.
     pub fn take(&mut self) -> Self {
-        let empty = Self {
-            self_k: Vec::new(),
-            self_v: Vec::new(),
-            cap: 0,
-            len: 0,
-            rows: 0,
-            starts: Vec::new(),
-            family: Vec::new(),
-            shared: 0,
-            cross: Vec::new(),
-            window_of: Vec::new(),
-            n_head: self.n_head,
-            head_dim: self.head_dim,
-        };
+        let empty = Self::empty(self.n_head, self.head_dim);
         std::mem::replace(self, empty)
     }
 
