@@ -3,15 +3,18 @@
 use candle_core::{DType, Tensor};
 use rayon::prelude::*;
 
+use super::cross_lowp::{self, HeadKv};
 use super::{
-    attend_few_queries, attend_head, attention, block_start, cross_f16, f16_storage, f32_input,
-    f32_storage, few_queries_result, head_blocks, with_cpu,
+    attend_few_queries, attend_head, attention, block_start, f16_storage, f32_input, f32_storage,
+    few_queries_result, head_blocks, i8_storage, with_cpu,
 };
 
 /// Cross-attention of `N` rows over `W` encoder windows: q [N, H, L, D] f32 (already scaled),
 /// row `r` attending window `window_of[r]` of k and v → out [N, H, L, D], plus the
-/// probabilities [N, H, L, T] when `want_probs`. k and v are [W, H, T, D] f32, or f16 with the
-/// keys in blocks [W, H, ⌈T/16⌉, 16·D] ([`super::block_keys_f16`]) and v [W, H, T, D].
+/// probabilities [N, H, L, T] when `want_probs`. k and v are [W, H, T, D] f32; or f16 with the
+/// keys in blocks [W, H, ⌈T/16⌉, 16·D] ([`super::block_keys_f16`]) and v [W, H, T, D]; or, with
+/// `scales` [W, H, 2, D] f32 (each head's key scales, then its value scales), int8 held in u8
+/// tensors of those two shapes ([`super::quantize_kv_i8`]).
 ///
 /// Consecutive rows of one window (the beams or samples of a window) are one task per head,
 /// their queries side by side, so the window's keys and values are read once for all of them;
@@ -22,6 +25,7 @@ pub fn attend_cross_rows(
     q: &Tensor,
     k: &Tensor,
     v: &Tensor,
+    scales: Option<&Tensor>,
     window_of: &[usize],
     want_probs: bool,
 ) -> candle_core::Result<(Tensor, Option<Tensor>)> {
@@ -37,8 +41,13 @@ pub fn attend_cross_rows(
     if let Some(&bad) = window_of.iter().find(|&&x| x >= w) {
         candle_core::bail!("attend_cross_rows: window {bad} of {w}");
     }
-    let f16 = v.dtype() == DType::F16;
-    if !q.device().is_cpu() || q.dtype() != DType::F32 || (!f16 && v.dtype() != DType::F32) {
+    let i8 = scales.is_some();
+    if i8 && (!q.device().is_cpu() || v.dtype() != DType::U8) {
+        candle_core::bail!("attend_cross_rows: int8 K/V are CPU u8 tensors");
+    }
+    // Blocked keys: f16 and int8.
+    let f16 = v.dtype() == DType::F16 || i8;
+    if !i8 && !q.device().is_cpu() || q.dtype() != DType::F32 || (!f16 && v.dtype() != DType::F32) {
         // Elsewhere (a GPU): each row's window K/V, then the plain kernel.
         let idx: Vec<u32> = window_of.iter().map(|&x| x as u32).collect();
         let idx = Tensor::new(idx.as_slice(), q.device())?;
@@ -50,7 +59,7 @@ pub fn attend_cross_rows(
         );
     }
     let key_block = if f16 {
-        cross_f16::blocked_len(t, d)
+        cross_lowp::blocked_len(t, d)
     } else {
         t * d
     };
@@ -58,8 +67,8 @@ pub fn attend_cross_rows(
         (
             w,
             h,
-            t.div_ceil(cross_f16::KEY_BLOCK),
-            cross_f16::KEY_BLOCK * d,
+            t.div_ceil(cross_lowp::KEY_BLOCK),
+            cross_lowp::KEY_BLOCK * d,
         )
     } else {
         (w, h, t, d)
@@ -74,6 +83,13 @@ pub fn attend_cross_rows(
             v.dtype()
         );
     }
+    let scales = match scales {
+        Some(s) if s.dims4()? == (w, h, 2, d) && s.dtype() == DType::F32 => {
+            Some(s.contiguous()?.flatten_all()?.to_vec1::<f32>()?)
+        }
+        Some(s) => candle_core::bail!("attend_cross_rows: int8 scales {:?}", s.dims()),
+        None => None,
+    };
     // Runs of consecutive rows on one window: (window, first row, rows).
     let mut runs: Vec<(usize, usize, usize)> = Vec::new();
     for (r, &win) in window_of.iter().enumerate() {
@@ -94,7 +110,13 @@ pub fn attend_cross_rows(
         [&q, &k, &v],
         |[(qs, ql), (ks, kl), (vs, vl)]| {
             let qd = f32_input(qs, ql)?;
-            let kv = if f16 {
+            let kv = if let Some(sc) = &scales {
+                Kv::I8(
+                    i8_storage(ks, kl, h, key_block)?,
+                    i8_storage(vs, vl, h, t * d)?,
+                    sc,
+                )
+            } else if f16 {
                 Kv::F16(
                     f16_storage(ks, kl, h, key_block)?,
                     f16_storage(vs, vl, h, t * d)?,
@@ -130,16 +152,23 @@ pub fn attend_cross_rows(
                 let bh = win * h + hh;
                 let (k0, v0) = (block_start(kl, h, bh), block_start(vl, h, bh));
                 match kv {
-                    Kv::F16(kd, vd) => cross_f16::attend_head_f16(
-                        level,
-                        &qr,
-                        &kd[k0..k0 + key_block],
-                        &vd[v0..v0 + t * d],
-                        t,
-                        d,
-                        probs,
-                        &mut o,
-                    ),
+                    Kv::F16(kd, vd) => {
+                        let kv = HeadKv::F16 {
+                            k: &kd[k0..k0 + key_block],
+                            v: &vd[v0..v0 + t * d],
+                        };
+                        cross_lowp::attend_head_lowp(level, &qr, kv, t, d, probs, &mut o)
+                    }
+                    Kv::I8(kd, vd, sc) => {
+                        let s0 = bh * 2 * d;
+                        let kv = HeadKv::I8 {
+                            k: &kd[k0..k0 + key_block],
+                            v: &vd[v0..v0 + t * d],
+                            ks: &sc[s0..s0 + d],
+                            vs: &sc[s0 + d..s0 + 2 * d],
+                        };
+                        cross_lowp::attend_head_lowp(level, &qr, kv, t, d, probs, &mut o)
+                    }
                     Kv::F32(kd, vd) => {
                         let (kk, vv) = (&kd[k0..k0 + t * d], &vd[v0..v0 + t * d]);
                         attend_head(&qr, [kk, &[]], [vv, &[]], d, probs, &mut o)
@@ -173,6 +202,8 @@ pub fn attend_cross_rows(
 #[derive(Clone, Copy)]
 enum Kv<'a> {
     F16(&'a [half::f16], &'a [half::f16]),
+    /// Keys, values, and the scales [W, H, 2, D].
+    I8(&'a [i8], &'a [i8], &'a [f32]),
     F32(&'a [f32], &'a [f32]),
 }
 
@@ -180,7 +211,7 @@ enum Kv<'a> {
 mod tests {
     use super::*;
     use crate::kernels::tests::vals;
-    use crate::kernels::{attend_cross_f16, block_keys_f16};
+    use crate::kernels::{attend_cross_f16, block_keys_f16, quantize_kv_i8};
     use candle_core::{Device, IndexOp};
 
     fn bits(t: &Tensor) -> Vec<u32> {
@@ -194,46 +225,83 @@ mod tests {
     }
 
     /// Every row gets the bits of attending its own window alone, whatever the runs (repeated,
-    /// unsorted, windows skipped), for f32 and for f16 blocked K/V, with probabilities.
+    /// unsorted, windows skipped), for f32, f16 blocked and int8 K/V, with probabilities.
     #[test]
     fn rows_sharing_windows_equal_each_row_alone() {
         let dev = Device::Cpu;
         let window_of = [2usize, 2, 0, 1, 1, 1, 0, 2];
-        let (w, h, t, d) = (3, 2, 37, 13);
-        let n = window_of.len();
-        let k = Tensor::from_vec(vals(w * h * t * d, 2), (w, h, t, d), &dev).unwrap();
-        let v = Tensor::from_vec(vals(w * h * t * d, 3), (w, h, t, d), &dev).unwrap();
-        let kb = block_keys_f16(&k).unwrap();
-        let v16 = v.to_dtype(DType::F16).unwrap();
-        for l in [1, 3] {
-            let q = Tensor::from_vec(vals(n * h * l * d, 1), (n, h, l, d), &dev).unwrap();
-            for f16 in [false, true] {
-                let (kk, vv) = if f16 { (&kb, &v16) } else { (&k, &v) };
-                let (out, probs) = attend_cross_rows(&q, kk, vv, &window_of, true).unwrap();
-                let (plain, _) = attend_cross_rows(&q, kk, vv, &window_of, false).unwrap();
-                assert_eq!(bits(&out), bits(&plain), "probabilities change nothing");
-                let probs = probs.unwrap();
-                assert_eq!(probs.dims4().unwrap(), (n, h, l, t));
-                for (r, &win) in window_of.iter().enumerate() {
-                    let qr = q.i(r..r + 1).unwrap();
-                    let (want, want_p) = if f16 {
-                        let (kw, vw) = (kb.i(win..win + 1).unwrap(), v16.i(win..win + 1).unwrap());
-                        attend_cross_f16(&qr, &kw, &vw, true).unwrap()
-                    } else {
-                        let (kw, vw) = (k.i(win..win + 1).unwrap(), v.i(win..win + 1).unwrap());
-                        attend_few_queries(&qr, &kw, &vw, true).unwrap()
-                    };
-                    let got = out.i(r..r + 1).unwrap();
-                    assert_eq!(bits(&got), bits(&want), "row {r}, L {l}, f16 {f16}");
-                    let got_p = probs.i(r..r + 1).unwrap();
-                    assert_eq!(
-                        bits(&got_p),
-                        bits(&want_p.unwrap()),
-                        "row {r} probabilities"
-                    );
+        for (w, h, t, d) in [(3, 2, 37, 13), (3, 2, 40, 64)] {
+            let n = window_of.len();
+            let k = Tensor::from_vec(vals(w * h * t * d, 2), (w, h, t, d), &dev).unwrap();
+            let v = Tensor::from_vec(vals(w * h * t * d, 3), (w, h, t, d), &dev).unwrap();
+            let kb = block_keys_f16(&k).unwrap();
+            let v16 = v.to_dtype(DType::F16).unwrap();
+            let (k8, v8, s8) = quantize_kv_i8(&k, &v).unwrap();
+            let kinds: [(&str, &Tensor, &Tensor, Option<&Tensor>); 3] = [
+                ("f32", &k, &v, None),
+                ("f16", &kb, &v16, None),
+                ("int8", &k8, &v8, Some(&s8)),
+            ];
+            for l in [1, 3] {
+                let q = Tensor::from_vec(vals(n * h * l * d, 1), (n, h, l, d), &dev).unwrap();
+                for (kind, kk, vv, sc) in kinds {
+                    let (out, probs) = attend_cross_rows(&q, kk, vv, sc, &window_of, true).unwrap();
+                    let (plain, _) = attend_cross_rows(&q, kk, vv, sc, &window_of, false).unwrap();
+                    assert_eq!(bits(&out), bits(&plain), "probabilities change nothing");
+                    let probs = probs.unwrap();
+                    assert_eq!(probs.dims4().unwrap(), (n, h, l, t));
+                    for (r, &win) in window_of.iter().enumerate() {
+                        let qr = q.i(r..r + 1).unwrap();
+                        let (kw, vw) = (kk.i(win..win + 1).unwrap(), vv.i(win..win + 1).unwrap());
+                        let (want, want_p) = match kind {
+                            "f32" => attend_few_queries(&qr, &kw, &vw, true).unwrap(),
+                            "f16" => attend_cross_f16(&qr, &kw, &vw, true).unwrap(),
+                            _ => {
+                                let sw = s8.i(win..win + 1).unwrap();
+                                attend_cross_rows(&qr, &kw, &vw, Some(&sw), &[0], true).unwrap()
+                            }
+                        };
+                        let got = out.i(r..r + 1).unwrap();
+                        assert_eq!(bits(&got), bits(&want), "row {r}, L {l}, {kind}, d {d}");
+                        let got_p = probs.i(r..r + 1).unwrap();
+                        assert_eq!(
+                            bits(&got_p),
+                            bits(&want_p.unwrap()),
+                            "row {r} probabilities"
+                        );
+                    }
                 }
             }
+            // int8 stays close to f32 attention (per-channel scales, 127 steps a side).
+            let q = Tensor::from_vec(vals(n * h * d, 1), (n, h, 1, d), &dev).unwrap();
+            let (exact, _) = attend_cross_rows(&q, &k, &v, None, &window_of, false).unwrap();
+            let (quant, _) = attend_cross_rows(&q, &k8, &v8, Some(&s8), &window_of, false).unwrap();
+            let err = (exact - quant)
+                .unwrap()
+                .abs()
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .max(0)
+                .unwrap()
+                .to_scalar::<f32>()
+                .unwrap();
+            assert!(err < 0.05, "int8 against f32: max error {err}");
         }
+    }
+
+    #[test]
+    fn int8_scales_of_the_wrong_shape_are_an_error() {
+        let dev = Device::Cpu;
+        let (w, h, t, d) = (2, 1, 5, 4);
+        let k = Tensor::from_vec(vals(w * h * t * d, 2), (w, h, t, d), &dev).unwrap();
+        let (k8, v8, s8) = quantize_kv_i8(&k, &k).unwrap();
+        let q = Tensor::zeros((2, h, 1, d), DType::F32, &dev).unwrap();
+        assert!(attend_cross_rows(&q, &k8, &v8, Some(&s8), &[0, 1], false).is_ok());
+        let short = s8.narrow(0, 0, 1).unwrap();
+        assert!(attend_cross_rows(&q, &k8, &v8, Some(&short), &[0, 1], false).is_err());
+        // f32 K/V with scales are not int8.
+        assert!(attend_cross_rows(&q, &k, &k, Some(&s8), &[0, 1], false).is_err());
     }
 
     #[test]
@@ -242,8 +310,8 @@ mod tests {
         let (w, h, t, d) = (2, 1, 5, 4);
         let k = Tensor::zeros((w, h, t, d), DType::F32, &dev).unwrap();
         let q = Tensor::zeros((2, h, 1, d), DType::F32, &dev).unwrap();
-        assert!(attend_cross_rows(&q, &k, &k, &[0, 2], false).is_err());
-        assert!(attend_cross_rows(&q, &k, &k, &[0], false).is_err());
-        assert!(attend_cross_rows(&q, &k, &k, &[1, 1], false).is_ok());
+        assert!(attend_cross_rows(&q, &k, &k, None, &[0, 2], false).is_err());
+        assert!(attend_cross_rows(&q, &k, &k, None, &[0], false).is_err());
+        assert!(attend_cross_rows(&q, &k, &k, None, &[1, 1], false).is_ok());
     }
 }

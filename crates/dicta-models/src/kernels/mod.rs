@@ -1,9 +1,10 @@
 //! Fast CPU kernels where candle is slow: attention (the encoder's self-attention in f32 and
-//! int8, the decoder's cached self-attention and cross-attention over f16 keys and values), the
-//! int8 and f32 matrix products, layer norm, and the element-wise functions (`math`).
+//! int8, the decoder's cached self-attention and cross-attention over f16 or int8 keys and
+//! values), the int8 and f32 matrix products, layer norm, and the element-wise functions
+//! (`math`).
 
 pub mod attention;
-pub(crate) mod cross_f16;
+pub(crate) mod cross_lowp;
 mod cross_rows;
 pub mod int8;
 pub mod lstm;
@@ -31,7 +32,7 @@ pub use math::{exp_sub_accumulate, gelu_erf, log_sum_exp, sampling_weights, soft
 /// The same as `softmax(q·kᵀ)·v` through two matmuls, but each key and value row is read once
 /// from memory for all M queries and nothing is packed: with M = 1 the GEMM would copy all of
 /// K and V into its panel buffers every step, twice the memory traffic of the attention itself.
-/// (f16 keys and values go through [`attend_cross_f16`].)
+/// (f16 and int8 keys and values go through [`attend_cross_f16`] and [`attend_cross_rows`].)
 pub fn attend_few_queries(
     q: &Tensor,
     k: &Tensor,
@@ -56,7 +57,7 @@ pub fn attend_few_queries(
     }
     // Batch row `i` attends its own K/V: the cross-attention kernel with one window per row.
     let windows: Vec<usize> = (0..b).collect();
-    attend_cross_rows(q, k, v, &windows, want_probs)
+    attend_cross_rows(q, k, v, None, &windows, want_probs)
 }
 
 /// The output [B, H, M, D] and, when wanted, the probabilities [B, H, M, T] as tensors.
@@ -76,11 +77,11 @@ fn few_queries_result(
     Ok((out, probs))
 }
 
-/// [`attend_few_queries`] over f16 keys and values on the CPU (the int8 decoder's
-/// cross-attention, see [`cross_f16`]): q [B, H, M, D] f32 (already scaled), keys in blocks
-/// `kb` [B, H, ⌈T/16⌉, 16·D] f16 ([`block_keys_f16`]), v [B, H, T, D] f16 → out [B, H, M, D]
-/// f32, plus the probabilities [B, H, M, T] when `want_probs`. Each query gets the same bits
-/// whatever M.
+/// [`attend_few_queries`] over f16 keys and values on the CPU (see [`cross_lowp`]; the int8
+/// decoder stores them in int8, through [`attend_cross_rows`]): q [B, H, M, D] f32 (already
+/// scaled), keys in blocks `kb` [B, H, ⌈T/16⌉, 16·D] f16 ([`block_keys_f16`]), v [B, H, T, D]
+/// f16 → out [B, H, M, D] f32, plus the probabilities [B, H, M, T] when `want_probs`. Each query
+/// gets the same bits whatever M.
 pub fn attend_cross_f16(
     q: &Tensor,
     kb: &Tensor,
@@ -91,7 +92,7 @@ pub fn attend_cross_f16(
         candle_core::bail!("attend_cross_f16: values are {:?}, not f16", v.dtype());
     }
     let windows: Vec<usize> = (0..q.dim(0)?).collect();
-    attend_cross_rows(q, kb, v, &windows, want_probs)
+    attend_cross_rows(q, kb, v, None, &windows, want_probs)
 }
 
 /// Keys [B, H, T, D] (any float type) → the blocked f16 layout of [`attend_cross_f16`]
@@ -102,15 +103,72 @@ pub fn block_keys_f16(k: &Tensor) -> candle_core::Result<Tensor> {
         .to_dtype(candle_core::DType::F16)?
         .flatten_all()?
         .to_vec1()?;
-    let block = cross_f16::blocked_len(t, d);
+    let block = cross_lowp::blocked_len(t, d);
     let mut out = vec![half::f16::ZERO; b * h * block];
     for (dst, head) in out.chunks_exact_mut(block).zip(src.chunks_exact(t * d)) {
         for (j, key) in head.chunks_exact(d).enumerate() {
-            cross_f16::put_key(dst, j, key);
+            cross_lowp::put_key(dst, j, key);
         }
     }
-    let nb = t.div_ceil(cross_f16::KEY_BLOCK);
-    Tensor::from_vec(out, (b, h, nb, cross_f16::KEY_BLOCK * d), k.device())
+    let nb = t.div_ceil(cross_lowp::KEY_BLOCK);
+    Tensor::from_vec(out, (b, h, nb, cross_lowp::KEY_BLOCK * d), k.device())
+}
+
+/// Keys and values [B, H, T, D] (any float type) → the int8 layout of [`attend_cross_rows`]:
+/// keys in blocks [B, H, ⌈T/16⌉, 16·D] and values [B, H, T, D], both int8 in u8 tensors, and
+/// the scales [B, H, 2, D] f32 (each head's per-channel key scales, then value scales; see
+/// [`cross_lowp::quantize_channels`]).
+pub fn quantize_kv_i8(k: &Tensor, v: &Tensor) -> candle_core::Result<(Tensor, Tensor, Tensor)> {
+    let (b, h, t, d) = k.dims4()?;
+    if v.dims4()? != (b, h, t, d) {
+        candle_core::bail!("quantize_kv_i8: k {:?}, v {:?}", k.dims(), v.dims());
+    }
+    let flat = |x: &Tensor| -> candle_core::Result<Vec<f32>> {
+        x.to_dtype(candle_core::DType::F32)?
+            .flatten_all()?
+            .to_vec1()
+    };
+    let (kf, vf) = (flat(k)?, flat(v)?);
+    let block = cross_lowp::blocked_len(t, d);
+    let mut kq = vec![0u8; b * h * block];
+    let mut vq = vec![0u8; b * h * t * d];
+    let mut scales = vec![0f32; b * h * 2 * d];
+    for bh in 0..b * h {
+        let (src_k, src_v) = (&kf[bh * t * d..], &vf[bh * t * d..]);
+        let sc = &mut scales[bh * 2 * d..(bh + 1) * 2 * d];
+        let (ks, vs) = sc.split_at_mut(d);
+        let kh = &mut kq[bh * block..(bh + 1) * block];
+        cross_lowp::quantize_channels(
+            t,
+            d,
+            |j| &src_k[j * d..(j + 1) * d],
+            ks,
+            |j, q| {
+                for (c, &x) in q.iter().enumerate() {
+                    kh[cross_lowp::blocked_index(j, c, d)] = x as u8;
+                }
+            },
+        );
+        let vh = &mut vq[bh * t * d..(bh + 1) * t * d];
+        cross_lowp::quantize_channels(
+            t,
+            d,
+            |j| &src_v[j * d..(j + 1) * d],
+            vs,
+            |j, q| {
+                for (o, &x) in vh[j * d..(j + 1) * d].iter_mut().zip(q) {
+                    *o = x as u8;
+                }
+            },
+        );
+    }
+    let nb = t.div_ceil(cross_lowp::KEY_BLOCK);
+    let dev = k.device();
+    Ok((
+        Tensor::from_vec(kq, (b, h, nb, cross_lowp::KEY_BLOCK * d), dev)?,
+        Tensor::from_vec(vq, (b, h, t, d), dev)?,
+        Tensor::from_vec(scales, (b, h, 2, d), dev)?,
+    ))
 }
 
 fn fast_path(x: &Tensor) -> bool {
@@ -300,6 +358,21 @@ fn f16_storage<'a>(
     };
     check_blocks(data.len(), l, h, block)?;
     Ok(data)
+}
+
+/// [`f32_storage`] for int8 held in a u8 tensor.
+fn i8_storage<'a>(
+    s: &'a CpuStorage,
+    l: &Layout,
+    h: usize,
+    block: usize,
+) -> candle_core::Result<&'a [i8]> {
+    let CpuStorage::U8(data) = s else {
+        candle_core::bail!("expected u8 storage")
+    };
+    check_blocks(data.len(), l, h, block)?;
+    // SAFETY: i8 and u8 have the same size and alignment, and every bit pattern is valid in both.
+    Ok(unsafe { std::slice::from_raw_parts(data.as_ptr().cast::<i8>(), data.len()) })
 }
 
 /// Errors unless every (batch, head) block of `block` elements of the view `l` lies inside a

@@ -5,6 +5,20 @@ use super::model::ce;
 use candle_core::{DType, Tensor};
 use dicta_core::{Error, Result};
 
+/// One decoder layer's cross-attention keys and values over `W` windows (built once per window by
+/// `Whisper::new_cache`, shared by every row that decodes the window).
+#[derive(Debug, Clone)]
+pub struct CrossKv {
+    /// Keys: f32 [W, H, T_audio, Dh]; or in blocks [W, H, ⌈T_audio/16⌉, 16·Dh] of f16, or of
+    /// int8 (u8 bits) with `scales` (see `kernels::attend_cross_rows`).
+    pub k: Tensor,
+    /// Values [W, H, T_audio, Dh]: f32, f16, or int8 (u8 bits) with `scales`.
+    pub v: Tensor,
+    /// Int8 keys and values: per window and head, the key channels' scales then the value
+    /// channels' [W, H, 2, Dh] f32.
+    pub scales: Option<Tensor>,
+}
+
 /// Decoder cache for a batch of rows.
 ///
 /// `cross` holds one K/V per window ([W, H, T_audio, Dh] per layer) and each row names the window
@@ -27,9 +41,8 @@ pub struct DecoderCache {
     /// every row is its own family.
     family: Vec<u32>,
     shared: usize,
-    /// Per layer: cross-attention keys/values [W, H, T_audio, Dh] (f32), or in f16 with the
-    /// keys in blocks [W, H, ⌈T_audio/16⌉, 16·Dh] (see `kernels::attend_cross_f16`).
-    cross: Vec<(Tensor, Tensor)>,
+    /// Per layer: cross-attention keys/values of every window.
+    cross: Vec<CrossKv>,
     /// Per row: the window of `cross` it attends.
     window_of: Vec<usize>,
     n_head: usize,
@@ -48,13 +61,9 @@ impl std::fmt::Debug for DecoderCache {
 
 impl DecoderCache {
     /// Cache over `cross` (per layer K/V [W, H, T, Dh]) with one row per window and nothing decoded.
-    pub(crate) fn new(
-        cross: Vec<(Tensor, Tensor)>,
-        n_head: usize,
-        head_dim: usize,
-    ) -> Result<Self> {
+    pub(crate) fn new(cross: Vec<CrossKv>, n_head: usize, head_dim: usize) -> Result<Self> {
         let rows = match cross.first() {
-            Some((k, _)) => k.dim(0).map_err(ce)?,
+            Some(c) => c.k.dim(0).map_err(ce)?,
             None => 0,
         };
         Ok(Self {
@@ -201,7 +210,7 @@ impl DecoderCache {
             return Err(Error::invalid_input("select_rows: no rows selected"));
         }
         let dev = match self.cross.first() {
-            Some((k, _)) => k.device().clone(),
+            Some(c) => c.k.device().clone(),
             None => return Ok(()),
         };
         if !self.starts.is_empty() {
@@ -253,7 +262,7 @@ impl DecoderCache {
         }
         let new_cap = total.max(2 * self.cap).max(32);
         let dev = match self.cross.first() {
-            Some((k, _)) => k.device().clone(),
+            Some(c) => c.k.device().clone(),
             None => return Ok(()),
         };
         let n_layers = self.cross.len();
@@ -308,9 +317,16 @@ impl DecoderCache {
         q: &Tensor,
         want_probs: bool,
     ) -> candle_core::Result<(Tensor, Option<Tensor>)> {
-        let (k, v) = &self.cross[layer];
+        let c = &self.cross[layer];
         let (n, _, l, _) = q.dims4()?;
-        let (a, p) = crate::kernels::attend_cross_rows(q, k, v, &self.window_of, want_probs)?;
+        let (a, p) = crate::kernels::attend_cross_rows(
+            q,
+            &c.k,
+            &c.v,
+            c.scales.as_ref(),
+            &self.window_of,
+            want_probs,
+        )?;
         Ok((a.transpose(1, 2)?.reshape((n, l, ()))?, p))
     }
 }
