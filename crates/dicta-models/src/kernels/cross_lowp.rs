@@ -1,15 +1,13 @@
-//! The decoder's cross-attention over f16 values and f16 or int8 keys
-//! ([`super::attend_cross_f16`], [`super::attend_cross_rows`]).
+//! The decoder's cross-attention over f16 or int8 keys and values ([`super::attend_cross_f16`],
+//! [`super::attend_cross_rows`]).
 //!
 //! A decoder step's cross-attention reads every key and value of its window (tiny.en: 4 layers
 //! × 2 × 1500 × 384, 18 MB in f32 per row), once per token, so it is bound by memory
-//! bandwidth once a batch's windows outgrow the cache. f16 (10 mantissa bits) halves that
-//! traffic; int8 keys with one scale per channel take another quarter off. Elements are
-//! widened to f32 in registers and every sum is f32. Int8 key `j` channel `c` is
-//! `ks[c] · k8[j][c]`, so a score `Σ_c q[c]·ks[c]·k8[j][c]` takes the scales in the query and
-//! the loop sees plain integers. Values stay f16: in int8, per channel or per key, whispered
-//! stretches of Whisper's bench recordings went missing from the text (session 34: 4min,
-//! beam 5, 51 deleted words against 6), while int8 keys changed nothing measurable.
+//! bandwidth once a batch's windows outgrow the cache. Low-precision storage cuts that traffic:
+//! f16 (10 mantissa bits) halves it, int8 with one scale per channel quarters it. Values are
+//! widened to f32 in registers and every sum is f32. For int8, key `j` channel `c` is
+//! `ks[c] · k8[j][c]`, so a score `Σ_c q[c]·ks[c]·k8[j][c]` takes the scale in the query, and
+//! an output `Σ_j p[j]·vs[c]·v8[j][c]` takes it after the sum: the loops see plain integers.
 //!
 //! Keys are stored in blocks of [`KEY_BLOCK`] keys, each block dimension-major ([D, 16]): a
 //! query's 16 scores of a block are the 16 lanes of one vector, D multiply-adds and no
@@ -45,18 +43,20 @@ pub fn put_key<E: Copy>(head: &mut [E], j: usize, key: &[E]) {
     }
 }
 
-/// One head's keys (blocked, [`blocked_len`]`(T, D)` elements) and values ([T, D] f16).
+/// One head's keys (blocked, [`blocked_len`]`(T, D)` elements) and values ([T, D]).
 #[derive(Clone, Copy)]
 pub(super) enum HeadKv<'a> {
     F16 {
         k: &'a [f16],
         v: &'a [f16],
     },
-    /// Int8 keys with per-channel scales: key channel `c` is `ks[c] · k[..][c]` (`ks`: D).
+    /// Integers with per-channel scales: key channel `c` is `ks[c] · k[..][c]`, value channel
+    /// `c` is `vs[c] · v[..][c]` (`ks`, `vs`: D each).
     I8 {
         k: &'a [i8],
+        v: &'a [i8],
         ks: &'a [f32],
-        v: &'a [f16],
+        vs: &'a [f32],
     },
 }
 
@@ -80,28 +80,47 @@ pub(super) fn attend_head_lowp(
             #[cfg(target_arch = "x86_64")]
             if let Some(avx512) = vector_level(level, d) {
                 // SAFETY: the level was checked against the CPU's features; sizes asserted.
-                return unsafe { x86::attend::<false>(avx512, q, k.as_ptr().cast(), v, t, p, out) };
+                return unsafe {
+                    x86::attend::<false>(avx512, q, k.as_ptr().cast(), v.as_ptr().cast(), t, p, out)
+                };
             }
             let _ = level;
             attend_portable(q, |i| k[i].to_f32(), |i| v[i].to_f32(), t, d, p, out)
         }
-        HeadKv::I8 { k, ks, v } => {
-            assert!(k.len() >= blocked_len(t, d) && v.len() >= t * d && ks.len() == d);
-            // The key scales go into the queries.
+        HeadKv::I8 { k, v, ks, vs } => {
+            assert!(
+                k.len() >= blocked_len(t, d) && v.len() >= t * d && ks.len() == d && vs.len() == d
+            );
+            // The key scales go into the queries, the value scales onto the outputs.
             let qs: Vec<f32> = q[..m * d]
                 .iter()
                 .enumerate()
                 .map(|(i, &x)| x * ks[i % d])
                 .collect();
+            let mut done = false;
             #[cfg(target_arch = "x86_64")]
             if let Some(avx512) = vector_level(level, d) {
                 // SAFETY: as above.
-                return unsafe {
-                    x86::attend::<true>(avx512, &qs, k.as_ptr().cast(), v, t, p, out)
+                unsafe {
+                    x86::attend::<true>(
+                        avx512,
+                        &qs,
+                        k.as_ptr().cast(),
+                        v.as_ptr().cast(),
+                        t,
+                        p,
+                        out,
+                    )
                 };
+                done = true;
             }
-            let _ = level;
-            attend_portable(&qs, |i| k[i] as f32, |i| v[i].to_f32(), t, d, p, out)
+            if !done {
+                let _ = level;
+                attend_portable(&qs, |i| k[i] as f32, |i| v[i] as f32, t, d, p, out);
+            }
+            for row in out[..m * d].chunks_exact_mut(d) {
+                row.iter_mut().zip(vs).for_each(|(o, s)| *o *= s);
+            }
         }
     }
 }
@@ -200,7 +219,6 @@ pub fn quantize_channels<'a>(
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::{softmax_in_place, HEAD, KEY_BLOCK};
-    use half::f16;
     use std::arch::x86_64::*;
 
     /// Queries per block on AVX-512: each widened key or value vector serves this many. Five, so
@@ -210,7 +228,7 @@ mod x86 {
     /// Queries per block on AVX2 (16 registers).
     const QB_AVX2: usize = 4;
 
-    /// 16 keys' elements from element `i` of `p` (int8 when `I8`, else f16) widened to f32.
+    /// 16 elements from element `i` of `p` (int8 when `I8`, else f16) widened to f32.
     #[target_feature(enable = "avx512f,avx2,fma,f16c")]
     #[inline]
     unsafe fn load16<const I8: bool>(p: *const u8, i: usize) -> __m512 {
@@ -221,7 +239,7 @@ mod x86 {
         }
     }
 
-    /// 8 keys' elements from element `i` of `p` widened to f32 (see [`load16`]).
+    /// 8 elements from element `i` of `p` widened to f32 (see [`load16`]).
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     unsafe fn load8<const I8: bool>(p: *const u8, i: usize) -> __m256 {
@@ -233,7 +251,7 @@ mod x86 {
     }
 
     /// Runs the queries in blocks of up to [`QB_AVX512`] or [`QB_AVX2`] on AVX-512 (`avx512`) or
-    /// AVX2 kernels; keys `kb` are int8 when `I8`, else f16.
+    /// AVX2 kernels; keys `kb` and values `v` are int8 when `I8`, else f16.
     ///
     /// # Safety
     /// The CPU has the level's features (with F16C); `kb` holds one head's blocked keys and `v`
@@ -242,7 +260,7 @@ mod x86 {
         avx512: bool,
         q: &[f32],
         kb: *const u8,
-        v: &[f16],
+        v: *const u8,
         t: usize,
         p: &mut [f32],
         out: &mut [f32],
@@ -272,7 +290,7 @@ mod x86 {
         n: usize,
         qp: *const f32,
         kb: *const u8,
-        v: &[f16],
+        v: *const u8,
         t: usize,
         pp: *mut f32,
         op: *mut f32,
@@ -288,11 +306,11 @@ mod x86 {
             softmax_in_place::<true>(std::slice::from_raw_parts_mut(pp.add(r * t), t));
         }
         match n {
-            5 => pv_avx512::<5>(pp, v, t, op),
-            4 => pv_avx512::<4>(pp, v, t, op),
-            3 => pv_avx512::<3>(pp, v, t, op),
-            2 => pv_avx512::<2>(pp, v, t, op),
-            _ => pv_avx512::<1>(pp, v, t, op),
+            5 => pv_avx512::<I8, 5>(pp, v, t, op),
+            4 => pv_avx512::<I8, 4>(pp, v, t, op),
+            3 => pv_avx512::<I8, 3>(pp, v, t, op),
+            2 => pv_avx512::<I8, 2>(pp, v, t, op),
+            _ => pv_avx512::<I8, 1>(pp, v, t, op),
         }
     }
 
@@ -327,11 +345,15 @@ mod x86 {
 
     /// out rows (64 at `out`) of `N` queries = their probability rows (`t` at `p`) · v.
     #[target_feature(enable = "avx512f,avx2,fma,f16c")]
-    unsafe fn pv_avx512<const N: usize>(p: *const f32, v: &[f16], t: usize, out: *mut f32) {
-        let vp = v.as_ptr() as *const u8;
+    unsafe fn pv_avx512<const I8: bool, const N: usize>(
+        p: *const f32,
+        v: *const u8,
+        t: usize,
+        out: *mut f32,
+    ) {
         let mut acc = [[_mm512_setzero_ps(); 4]; N];
         for j in 0..t {
-            let vv: [__m512; 4] = std::array::from_fn(|c| load16::<false>(vp, j * HEAD + 16 * c));
+            let vv: [__m512; 4] = std::array::from_fn(|c| load16::<I8>(v, j * HEAD + 16 * c));
             for (r, a) in acc.iter_mut().enumerate() {
                 let w = _mm512_set1_ps(*p.add(r * t + j));
                 for c in 0..4 {
@@ -352,7 +374,7 @@ mod x86 {
         n: usize,
         qp: *const f32,
         kb: *const u8,
-        v: &[f16],
+        v: *const u8,
         t: usize,
         pp: *mut f32,
         op: *mut f32,
@@ -365,7 +387,7 @@ mod x86 {
         }
         for r in 0..n {
             softmax_in_place::<true>(std::slice::from_raw_parts_mut(pp.add(r * t), t));
-            pv_avx2(pp.add(r * t), v, t, op.add(r * HEAD));
+            pv_avx2::<I8>(pp.add(r * t), v, t, op.add(r * HEAD));
         }
     }
 
@@ -407,13 +429,12 @@ mod x86 {
 
     /// One query's output row (64 at `out`) = its probability row (`t` at `p`) · v.
     #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn pv_avx2(p: *const f32, v: &[f16], t: usize, out: *mut f32) {
-        let vp = v.as_ptr() as *const u8;
+    unsafe fn pv_avx2<const I8: bool>(p: *const f32, v: *const u8, t: usize, out: *mut f32) {
         let mut acc = [_mm256_setzero_ps(); 8];
         for j in 0..t {
             let w = _mm256_set1_ps(*p.add(j));
             for (c, a) in acc.iter_mut().enumerate() {
-                *a = _mm256_fmadd_ps(w, load8::<false>(vp, j * HEAD + 8 * c), *a);
+                *a = _mm256_fmadd_ps(w, load8::<I8>(v, j * HEAD + 8 * c), *a);
             }
         }
         for (c, a) in acc.iter().enumerate() {
@@ -451,7 +472,7 @@ mod tests {
         want
     }
 
-    /// For f16 and for int8 keys, every level is within rounding of f64 attention over the
+    /// For f16 and for int8 storage, every level is within rounding of f64 attention over the
     /// values the storage holds (int8: integers times their channel's scale), and each query
     /// gets the same bits alone as among others (any number of queries, any block of up to
     /// five).
@@ -483,40 +504,47 @@ mod tests {
                 t,
                 d,
             );
-            // int8 keys, per channel (f16 values).
-            let mut ks = vec![0f32; d];
-            let mut k8 = vec![0i8; t * d];
+            // int8, per channel.
+            let (mut ks, mut vs) = (vec![0f32; d], vec![0f32; d]);
+            let (mut k8, mut v8) = (vec![0i8; t * d], vec![0i8; t * d]);
+            fn rows(x: &[f32], j: usize, d: usize) -> &[f32] {
+                &x[j * d..(j + 1) * d]
+            }
             quantize_channels(
                 t,
                 d,
-                |j| &kf[j * d..(j + 1) * d],
+                |j| rows(&kf, j, d),
                 &mut ks,
                 |j, q| k8[j * d..(j + 1) * d].copy_from_slice(q),
             );
-            let kd: Vec<f64> = k8
-                .iter()
-                .enumerate()
-                .map(|(i, &e)| e as f64 * ks[i % d] as f64)
-                .collect();
+            quantize_channels(
+                t,
+                d,
+                |j| rows(&vf, j, d),
+                &mut vs,
+                |j, q| v8[j * d..(j + 1) * d].copy_from_slice(q),
+            );
+            let deq = |x: &[i8], s: &[f32]| -> Vec<f64> {
+                x.iter()
+                    .enumerate()
+                    .map(|(i, &e)| e as f64 * s[i % d] as f64)
+                    .collect()
+            };
+            let (kd, vd) = (deq(&k8, &ks), deq(&v8, &vs));
             // Quantization keeps each value within half a step of its channel.
             for (x, (y, s)) in kf.iter().zip(kd.iter().zip(ks.iter().cycle())) {
                 assert!((*x as f64 - y).abs() <= *s as f64 * 0.5 + 1e-6, "{x} → {y}");
             }
-            let want8 = reference(
-                &q,
-                &kd,
-                &v16.iter().map(|x| x.to_f64()).collect::<Vec<_>>(),
-                t,
-                d,
-            );
+            let want8 = reference(&q, &kd, &vd, t, d);
             let kb8 = blocked(&k8, t, d);
             let cases = [
                 (HeadKv::F16 { k: &kb16, v: &v16 }, &want16, "f16"),
                 (
                     HeadKv::I8 {
                         k: &kb8,
+                        v: &v8,
                         ks: &ks,
-                        v: &v16,
+                        vs: &vs,
                     },
                     &want8,
                     "int8",

@@ -13,8 +13,8 @@ use super::{
 /// row `r` attending window `window_of[r]` of k and v → out [N, H, L, D], plus the
 /// probabilities [N, H, L, T] when `want_probs`. k and v are [W, H, T, D] f32; or f16 with the
 /// keys in blocks [W, H, ⌈T/16⌉, 16·D] ([`super::block_keys_f16`]) and v [W, H, T, D]; or, with
-/// `scales` [W, H, D] f32 (each head's key scales), keys of that blocked shape in int8 held in
-/// a u8 tensor ([`super::quantize_keys_i8`]) and f16 values.
+/// `scales` [W, H, 2, D] f32 (each head's key scales, then its value scales), int8 held in u8
+/// tensors of those two shapes ([`super::quantize_kv_i8`]).
 ///
 /// Consecutive rows of one window (the beams or samples of a window) are one task per head,
 /// their queries side by side, so the window's keys and values are read once for all of them;
@@ -42,11 +42,11 @@ pub fn attend_cross_rows(
         candle_core::bail!("attend_cross_rows: window {bad} of {w}");
     }
     let i8 = scales.is_some();
-    if i8 && (!q.device().is_cpu() || k.dtype() != DType::U8 || v.dtype() != DType::F16) {
-        candle_core::bail!("attend_cross_rows: int8 keys are a CPU u8 tensor, values f16");
+    if i8 && (!q.device().is_cpu() || v.dtype() != DType::U8) {
+        candle_core::bail!("attend_cross_rows: int8 K/V are CPU u8 tensors");
     }
     // Blocked keys: f16 and int8.
-    let f16 = v.dtype() == DType::F16;
+    let f16 = v.dtype() == DType::F16 || i8;
     if !i8 && !q.device().is_cpu() || q.dtype() != DType::F32 || (!f16 && v.dtype() != DType::F32) {
         // Elsewhere (a GPU): each row's window K/V, then the plain kernel.
         let idx: Vec<u32> = window_of.iter().map(|&x| x as u32).collect();
@@ -73,7 +73,7 @@ pub fn attend_cross_rows(
     } else {
         (w, h, t, d)
     };
-    if k.dims4()? != k_dims || v.dims4()? != (w, h, t, d) || (!i8 && k.dtype() != v.dtype()) {
+    if k.dims4()? != k_dims || v.dims4()? != (w, h, t, d) || k.dtype() != v.dtype() {
         candle_core::bail!(
             "attend_cross_rows: q {:?}, k {:?} {:?}, v {:?} {:?}",
             q.dims(),
@@ -84,7 +84,7 @@ pub fn attend_cross_rows(
         );
     }
     let scales = match scales {
-        Some(s) if s.dims3()? == (w, h, d) && s.dtype() == DType::F32 => {
+        Some(s) if s.dims4()? == (w, h, 2, d) && s.dtype() == DType::F32 => {
             Some(s.contiguous()?.flatten_all()?.to_vec1::<f32>()?)
         }
         Some(s) => candle_core::bail!("attend_cross_rows: int8 scales {:?}", s.dims()),
@@ -113,7 +113,7 @@ pub fn attend_cross_rows(
             let kv = if let Some(sc) = &scales {
                 Kv::I8(
                     i8_storage(ks, kl, h, key_block)?,
-                    f16_storage(vs, vl, h, t * d)?,
+                    i8_storage(vs, vl, h, t * d)?,
                     sc,
                 )
             } else if f16 {
@@ -160,10 +160,12 @@ pub fn attend_cross_rows(
                         cross_lowp::attend_head_lowp(level, &qr, kv, t, d, probs, &mut o)
                     }
                     Kv::I8(kd, vd, sc) => {
+                        let s0 = bh * 2 * d;
                         let kv = HeadKv::I8 {
                             k: &kd[k0..k0 + key_block],
-                            ks: &sc[bh * d..(bh + 1) * d],
                             v: &vd[v0..v0 + t * d],
+                            ks: &sc[s0..s0 + d],
+                            vs: &sc[s0 + d..s0 + 2 * d],
                         };
                         cross_lowp::attend_head_lowp(level, &qr, kv, t, d, probs, &mut o)
                     }
@@ -200,8 +202,8 @@ pub fn attend_cross_rows(
 #[derive(Clone, Copy)]
 enum Kv<'a> {
     F16(&'a [half::f16], &'a [half::f16]),
-    /// Int8 keys, f16 values, and the key scales [W, H, D].
-    I8(&'a [i8], &'a [half::f16], &'a [f32]),
+    /// Keys, values, and the scales [W, H, 2, D].
+    I8(&'a [i8], &'a [i8], &'a [f32]),
     F32(&'a [f32], &'a [f32]),
 }
 
@@ -209,7 +211,7 @@ enum Kv<'a> {
 mod tests {
     use super::*;
     use crate::kernels::tests::vals;
-    use crate::kernels::{attend_cross_f16, block_keys_f16, quantize_keys_i8};
+    use crate::kernels::{attend_cross_f16, block_keys_f16, quantize_kv_i8};
     use candle_core::{Device, IndexOp};
 
     fn bits(t: &Tensor) -> Vec<u32> {
@@ -223,7 +225,7 @@ mod tests {
     }
 
     /// Every row gets the bits of attending its own window alone, whatever the runs (repeated,
-    /// unsorted, windows skipped), for f32, f16 blocked and int8 keys, with probabilities.
+    /// unsorted, windows skipped), for f32, f16 blocked and int8 K/V, with probabilities.
     #[test]
     fn rows_sharing_windows_equal_each_row_alone() {
         let dev = Device::Cpu;
@@ -234,11 +236,11 @@ mod tests {
             let v = Tensor::from_vec(vals(w * h * t * d, 3), (w, h, t, d), &dev).unwrap();
             let kb = block_keys_f16(&k).unwrap();
             let v16 = v.to_dtype(DType::F16).unwrap();
-            let (k8, s8) = quantize_keys_i8(&k).unwrap();
+            let (k8, v8, s8) = quantize_kv_i8(&k, &v).unwrap();
             let kinds: [(&str, &Tensor, &Tensor, Option<&Tensor>); 3] = [
                 ("f32", &k, &v, None),
                 ("f16", &kb, &v16, None),
-                ("int8", &k8, &v16, Some(&s8)),
+                ("int8", &k8, &v8, Some(&s8)),
             ];
             for l in [1, 3] {
                 let q = Tensor::from_vec(vals(n * h * l * d, 1), (n, h, l, d), &dev).unwrap();
@@ -270,11 +272,10 @@ mod tests {
                     }
                 }
             }
-            // int8 keys stay close to f32 attention (per-channel scales, 127 steps a side).
+            // int8 stays close to f32 attention (per-channel scales, 127 steps a side).
             let q = Tensor::from_vec(vals(n * h * d, 1), (n, h, 1, d), &dev).unwrap();
             let (exact, _) = attend_cross_rows(&q, &k, &v, None, &window_of, false).unwrap();
-            let (quant, _) =
-                attend_cross_rows(&q, &k8, &v16, Some(&s8), &window_of, false).unwrap();
+            let (quant, _) = attend_cross_rows(&q, &k8, &v8, Some(&s8), &window_of, false).unwrap();
             let err = (exact - quant)
                 .unwrap()
                 .abs()
@@ -294,13 +295,12 @@ mod tests {
         let dev = Device::Cpu;
         let (w, h, t, d) = (2, 1, 5, 4);
         let k = Tensor::from_vec(vals(w * h * t * d, 2), (w, h, t, d), &dev).unwrap();
-        let (k8, s8) = quantize_keys_i8(&k).unwrap();
-        let v16 = k.to_dtype(DType::F16).unwrap();
+        let (k8, v8, s8) = quantize_kv_i8(&k, &k).unwrap();
         let q = Tensor::zeros((2, h, 1, d), DType::F32, &dev).unwrap();
-        assert!(attend_cross_rows(&q, &k8, &v16, Some(&s8), &[0, 1], false).is_ok());
+        assert!(attend_cross_rows(&q, &k8, &v8, Some(&s8), &[0, 1], false).is_ok());
         let short = s8.narrow(0, 0, 1).unwrap();
-        assert!(attend_cross_rows(&q, &k8, &v16, Some(&short), &[0, 1], false).is_err());
-        // f32 K/V with scales are not int8 keys.
+        assert!(attend_cross_rows(&q, &k8, &v8, Some(&short), &[0, 1], false).is_err());
+        // f32 K/V with scales are not int8.
         assert!(attend_cross_rows(&q, &k, &k, Some(&s8), &[0, 1], false).is_err());
     }
 

@@ -1,6 +1,6 @@
 //! Fast CPU kernels where candle is slow: attention (the encoder's self-attention in f32 and
-//! int8, the decoder's cached self-attention and cross-attention over f16 values and f16 or
-//! int8 keys), the int8 and f32 matrix products, layer norm, and the element-wise functions
+//! int8, the decoder's cached self-attention and cross-attention over f16 or int8 keys and
+//! values), the int8 and f32 matrix products, layer norm, and the element-wise functions
 //! (`math`).
 
 pub mod attention;
@@ -32,7 +32,7 @@ pub use math::{exp_sub_accumulate, gelu_erf, log_sum_exp, sampling_weights, soft
 /// The same as `softmax(q·kᵀ)·v` through two matmuls, but each key and value row is read once
 /// from memory for all M queries and nothing is packed: with M = 1 the GEMM would copy all of
 /// K and V into its panel buffers every step, twice the memory traffic of the attention itself.
-/// (f16 and int8 keys go through [`attend_cross_f16`] and [`attend_cross_rows`].)
+/// (f16 and int8 keys and values go through [`attend_cross_f16`] and [`attend_cross_rows`].)
 pub fn attend_few_queries(
     q: &Tensor,
     k: &Tensor,
@@ -78,7 +78,7 @@ fn few_queries_result(
 }
 
 /// [`attend_few_queries`] over f16 keys and values on the CPU (see [`cross_lowp`]; the int8
-/// decoder's keys are int8, through [`attend_cross_rows`]): q [B, H, M, D] f32 (already
+/// decoder stores them in int8, through [`attend_cross_rows`]): q [B, H, M, D] f32 (already
 /// scaled), keys in blocks `kb` [B, H, ⌈T/16⌉, 16·D] f16 ([`block_keys_f16`]), v [B, H, T, D]
 /// f16 → out [B, H, M, D] f32, plus the probabilities [B, H, M, T] when `want_probs`. Each query
 /// gets the same bits whatever M.
@@ -114,38 +114,60 @@ pub fn block_keys_f16(k: &Tensor) -> candle_core::Result<Tensor> {
     Tensor::from_vec(out, (b, h, nb, cross_lowp::KEY_BLOCK * d), k.device())
 }
 
-/// Keys [B, H, T, D] (any float type) → the int8 key layout of [`attend_cross_rows`]: blocks
-/// [B, H, ⌈T/16⌉, 16·D] of int8 in a u8 tensor, and the scales [B, H, D] f32 (each head's
-/// per-channel scales, see [`cross_lowp::quantize_channels`]). Values go as f16 [B, H, T, D].
-pub fn quantize_keys_i8(k: &Tensor) -> candle_core::Result<(Tensor, Tensor)> {
+/// Keys and values [B, H, T, D] (any float type) → the int8 layout of [`attend_cross_rows`]:
+/// keys in blocks [B, H, ⌈T/16⌉, 16·D] and values [B, H, T, D], both int8 in u8 tensors, and
+/// the scales [B, H, 2, D] f32 (each head's per-channel key scales, then value scales; see
+/// [`cross_lowp::quantize_channels`]).
+pub fn quantize_kv_i8(k: &Tensor, v: &Tensor) -> candle_core::Result<(Tensor, Tensor, Tensor)> {
     let (b, h, t, d) = k.dims4()?;
-    let kf: Vec<f32> = k
-        .to_dtype(candle_core::DType::F32)?
-        .flatten_all()?
-        .to_vec1()?;
+    if v.dims4()? != (b, h, t, d) {
+        candle_core::bail!("quantize_kv_i8: k {:?}, v {:?}", k.dims(), v.dims());
+    }
+    let flat = |x: &Tensor| -> candle_core::Result<Vec<f32>> {
+        x.to_dtype(candle_core::DType::F32)?
+            .flatten_all()?
+            .to_vec1()
+    };
+    let (kf, vf) = (flat(k)?, flat(v)?);
     let block = cross_lowp::blocked_len(t, d);
     let mut kq = vec![0u8; b * h * block];
-    let mut scales = vec![0f32; b * h * d];
+    let mut vq = vec![0u8; b * h * t * d];
+    let mut scales = vec![0f32; b * h * 2 * d];
     for bh in 0..b * h {
-        let src = &kf[bh * t * d..(bh + 1) * t * d];
+        let (src_k, src_v) = (&kf[bh * t * d..], &vf[bh * t * d..]);
+        let sc = &mut scales[bh * 2 * d..(bh + 1) * 2 * d];
+        let (ks, vs) = sc.split_at_mut(d);
         let kh = &mut kq[bh * block..(bh + 1) * block];
-        let sc = &mut scales[bh * d..(bh + 1) * d];
         cross_lowp::quantize_channels(
             t,
             d,
-            |j| &src[j * d..(j + 1) * d],
-            sc,
+            |j| &src_k[j * d..(j + 1) * d],
+            ks,
             |j, q| {
                 for (c, &x) in q.iter().enumerate() {
                     kh[cross_lowp::blocked_index(j, c, d)] = x as u8;
                 }
             },
         );
+        let vh = &mut vq[bh * t * d..(bh + 1) * t * d];
+        cross_lowp::quantize_channels(
+            t,
+            d,
+            |j| &src_v[j * d..(j + 1) * d],
+            vs,
+            |j, q| {
+                for (o, &x) in vh[j * d..(j + 1) * d].iter_mut().zip(q) {
+                    *o = x as u8;
+                }
+            },
+        );
     }
     let nb = t.div_ceil(cross_lowp::KEY_BLOCK);
+    let dev = k.device();
     Ok((
-        Tensor::from_vec(kq, (b, h, nb, cross_lowp::KEY_BLOCK * d), k.device())?,
-        Tensor::from_vec(scales, (b, h, d), k.device())?,
+        Tensor::from_vec(kq, (b, h, nb, cross_lowp::KEY_BLOCK * d), dev)?,
+        Tensor::from_vec(vq, (b, h, t, d), dev)?,
+        Tensor::from_vec(scales, (b, h, 2, d), dev)?,
     ))
 }
 

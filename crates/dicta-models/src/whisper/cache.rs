@@ -12,9 +12,10 @@ pub struct CrossKv {
     /// Keys: f32 [W, H, T_audio, Dh]; or in blocks [W, H, ⌈T_audio/16⌉, 16·Dh] of f16, or of
     /// int8 (u8 bits) with `scales` (see `kernels::attend_cross_rows`).
     pub k: Tensor,
-    /// Values [W, H, T_audio, Dh]: f32, or f16 with blocked keys.
+    /// Values [W, H, T_audio, Dh]: f32, f16, or int8 (u8 bits) with `scales`.
     pub v: Tensor,
-    /// Int8 keys: per window and head, the key channels' scales [W, H, Dh] f32.
+    /// Int8 keys and values: per window and head, the key channels' scales then the value
+    /// channels' [W, H, 2, Dh] f32.
     pub scales: Option<Tensor>,
 }
 
