@@ -62,7 +62,6 @@ pub(super) enum HeadKv<'a> {
 
 /// One (batch, head): q [M, D] f32 and the head's keys and values (`t` of `d` dims) →
 /// probabilities [M, T] in `p` and out [M, D].
-#[allow(clippy::too_many_arguments)]
 pub(super) fn attend_head_lowp(
     level: Level,
     q: &[f32],
@@ -77,15 +76,22 @@ pub(super) fn attend_head_lowp(
     match kv {
         HeadKv::F16 { k, v } => {
             assert!(k.len() >= blocked_len(t, d) && v.len() >= t * d);
-            #[cfg(target_arch = "x86_64")]
-            if let Some(avx512) = vector_level(level, d) {
-                // SAFETY: the level was checked against the CPU's features; sizes asserted.
-                return unsafe {
-                    x86::attend::<false>(avx512, q, k.as_ptr().cast(), v.as_ptr().cast(), t, p, out)
-                };
+            let portable = |p: &mut [f32], o: &mut [f32]| {
+                attend_portable(q, |i| k[i].to_f32(), |i| v[i].to_f32(), t, d, p, o)
+            };
+            // SAFETY: `k` and `v` hold `t` keys of `d` dims (asserted).
+            unsafe {
+                run::<false>(
+                    level,
+                    q,
+                    k.as_ptr().cast(),
+                    v.as_ptr().cast(),
+                    (t, d),
+                    p,
+                    out,
+                    portable,
+                )
             }
-            let _ = level;
-            attend_portable(q, |i| k[i].to_f32(), |i| v[i].to_f32(), t, d, p, out)
         }
         HeadKv::I8 { k, v, ks, vs } => {
             assert!(
@@ -97,32 +103,52 @@ pub(super) fn attend_head_lowp(
                 .enumerate()
                 .map(|(i, &x)| x * ks[i % d])
                 .collect();
-            let mut done = false;
-            #[cfg(target_arch = "x86_64")]
-            if let Some(avx512) = vector_level(level, d) {
-                // SAFETY: as above.
-                unsafe {
-                    x86::attend::<true>(
-                        avx512,
-                        &qs,
-                        k.as_ptr().cast(),
-                        v.as_ptr().cast(),
-                        t,
-                        p,
-                        out,
-                    )
-                };
-                done = true;
-            }
-            if !done {
-                let _ = level;
-                attend_portable(&qs, |i| k[i] as f32, |i| v[i] as f32, t, d, p, out);
-            }
+            let portable = |p: &mut [f32], o: &mut [f32]| {
+                attend_portable(&qs, |i| k[i] as f32, |i| v[i] as f32, t, d, p, o)
+            };
+            // SAFETY: as above.
+            unsafe {
+                run::<true>(
+                    level,
+                    &qs,
+                    k.as_ptr().cast(),
+                    v.as_ptr().cast(),
+                    (t, d),
+                    p,
+                    out,
+                    portable,
+                )
+            };
             for row in out[..m * d].chunks_exact_mut(d) {
                 row.iter_mut().zip(vs).for_each(|(o, s)| *o *= s);
             }
         }
     }
+}
+
+/// The vector kernel for int8 (`I8`) or f16 storage where `level` has one, else `portable`.
+///
+/// # Safety
+/// `k` points at one head's blocked keys and `v` at its values, `t` keys of `d` dims each, in
+/// the storage `I8` names; `p` and `out` hold the sizes [`attend_head_lowp`] asserts.
+#[allow(clippy::too_many_arguments)]
+unsafe fn run<const I8: bool>(
+    level: Level,
+    q: &[f32],
+    k: *const u8,
+    v: *const u8,
+    (t, d): (usize, usize),
+    p: &mut [f32],
+    out: &mut [f32],
+    portable: impl FnOnce(&mut [f32], &mut [f32]),
+) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(avx512) = vector_level(level, d) {
+        // SAFETY: the level was checked against the CPU's features; sizes as the caller says.
+        return x86::attend::<I8>(avx512, q, k, v, t, p, out);
+    }
+    let _ = (level, q, k, v, t, d);
+    portable(p, out)
 }
 
 /// Whether the vector kernels run (`Some(true)`: AVX-512, `Some(false)`: AVX2 and FMA).

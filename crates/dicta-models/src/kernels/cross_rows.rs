@@ -210,7 +210,7 @@ enum Kv<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::tests::vals;
+    use crate::kernels::tests::{max_abs_diff, vals};
     use crate::kernels::{attend_cross_f16, block_keys_f16, quantize_kv_i8};
     use candle_core::{Device, IndexOp};
 
@@ -276,16 +276,7 @@ mod tests {
             let q = Tensor::from_vec(vals(n * h * d, 1), (n, h, 1, d), &dev).unwrap();
             let (exact, _) = attend_cross_rows(&q, &k, &v, None, &window_of, false).unwrap();
             let (quant, _) = attend_cross_rows(&q, &k8, &v8, Some(&s8), &window_of, false).unwrap();
-            let err = (exact - quant)
-                .unwrap()
-                .abs()
-                .unwrap()
-                .flatten_all()
-                .unwrap()
-                .max(0)
-                .unwrap()
-                .to_scalar::<f32>()
-                .unwrap();
+            let err = max_abs_diff(&exact, &quant);
             assert!(err < 0.05, "int8 against f32: max error {err}");
         }
     }
