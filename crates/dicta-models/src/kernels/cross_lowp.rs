@@ -242,6 +242,33 @@ pub fn quantize_channels<'a>(
     }
 }
 
+/// Quantizes one head's `t` keys and values of `d` channels (`key(j)`, `value(j)`: position
+/// `j`'s `d` values) into the int8 layout of [`HeadKv::I8`] (u8 bits): blocked keys `kh`
+/// ([`blocked_len`]`(t, d)`), values `vh` [T, D], and `scales` [2, D] (the key channels'
+/// scales, then the value channels', see [`quantize_channels`]).
+pub fn quantize_head<'a>(
+    (t, d): (usize, usize),
+    key: impl Fn(usize) -> &'a [f32],
+    value: impl Fn(usize) -> &'a [f32],
+    kh: &mut [u8],
+    vh: &mut [u8],
+    scales: &mut [f32],
+) {
+    let (ks, vs) = scales.split_at_mut(d);
+    quantize_channels(t, d, key, ks, |j, q| {
+        // Keys into blocks of 16 ([`KEY_BLOCK`]), dimension-major.
+        let base = blocked_index(j, 0, d);
+        for (c, &x) in q.iter().enumerate() {
+            kh[base + c * KEY_BLOCK] = x as u8;
+        }
+    });
+    quantize_channels(t, d, value, vs, |j, q| {
+        for (o, &x) in vh[j * d..(j + 1) * d].iter_mut().zip(q) {
+            *o = x as u8;
+        }
+    });
+}
+
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::{softmax_in_place, HEAD, KEY_BLOCK};

@@ -42,12 +42,12 @@ pub fn attend_cross_rows(
         candle_core::bail!("attend_cross_rows: window {bad} of {w}");
     }
     let i8 = scales.is_some();
-    if i8 && (!q.device().is_cpu() || v.dtype() != DType::U8) {
-        candle_core::bail!("attend_cross_rows: int8 K/V are CPU u8 tensors");
+    if i8 && (!q.device().is_cpu() || q.dtype() != DType::F32 || v.dtype() != DType::U8) {
+        candle_core::bail!("attend_cross_rows: int8 K/V are CPU u8 tensors (and f32 queries)");
     }
-    // Blocked keys: f16 and int8.
-    let f16 = v.dtype() == DType::F16 || i8;
-    if !i8 && !q.device().is_cpu() || q.dtype() != DType::F32 || (!f16 && v.dtype() != DType::F32) {
+    // f16 and int8 keys come in blocks of `KEY_BLOCK`.
+    let blocked = v.dtype() == DType::F16 || i8;
+    if !q.device().is_cpu() || q.dtype() != DType::F32 || (!blocked && v.dtype() != DType::F32) {
         // Elsewhere (a GPU): each row's window K/V, then the plain kernel.
         let idx: Vec<u32> = window_of.iter().map(|&x| x as u32).collect();
         let idx = Tensor::new(idx.as_slice(), q.device())?;
@@ -58,12 +58,12 @@ pub fn attend_cross_rows(
             want_probs,
         );
     }
-    let key_block = if f16 {
+    let key_block = if blocked {
         cross_lowp::blocked_len(t, d)
     } else {
         t * d
     };
-    let k_dims = if f16 {
+    let k_dims = if blocked {
         (
             w,
             h,
@@ -84,10 +84,19 @@ pub fn attend_cross_rows(
         );
     }
     let scales = match scales {
-        Some(s) if s.dims4()? == (w, h, 2, d) && s.dtype() == DType::F32 => {
-            Some(s.contiguous()?.flatten_all()?.to_vec1::<f32>()?)
-        }
+        Some(s) if s.dims4()? == (w, h, 2, d) && s.dtype() == DType::F32 => Some(s.contiguous()?),
         Some(s) => candle_core::bail!("attend_cross_rows: int8 scales {:?}", s.dims()),
+        None => None,
+    };
+    // The scales read in place (a model call per layer and step; no copy).
+    let scale_storage = scales.as_ref().map(|s| s.storage_and_layout());
+    let sc: Option<&[f32]> = match &scale_storage {
+        Some((storage, layout)) => {
+            let candle_core::Storage::Cpu(cpu) = &**storage else {
+                candle_core::bail!("attend_cross_rows: int8 scales are a CPU tensor")
+            };
+            Some(f32_input(cpu, layout)?)
+        }
         None => None,
     };
     // Runs of consecutive rows on one window: (window, first row, rows).
@@ -99,7 +108,7 @@ pub fn attend_cross_rows(
         }
     }
     let q = q.contiguous()?;
-    let (k, v) = if f16 {
+    let (k, v) = if blocked {
         (k.contiguous()?, v.contiguous()?)
     } else {
         (head_blocks(k, t, d)?, head_blocks(v, t, d)?)
@@ -110,13 +119,13 @@ pub fn attend_cross_rows(
         [&q, &k, &v],
         |[(qs, ql), (ks, kl), (vs, vl)]| {
             let qd = f32_input(qs, ql)?;
-            let kv = if let Some(sc) = &scales {
+            let kv = if let Some(sc) = sc {
                 Kv::I8(
                     i8_storage(ks, kl, h, key_block)?,
                     i8_storage(vs, vl, h, t * d)?,
                     sc,
                 )
-            } else if f16 {
+            } else if blocked {
                 Kv::F16(
                     f16_storage(ks, kl, h, key_block)?,
                     f16_storage(vs, vl, h, t * d)?,

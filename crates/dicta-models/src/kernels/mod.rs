@@ -117,7 +117,7 @@ pub fn block_keys_f16(k: &Tensor) -> candle_core::Result<Tensor> {
 /// Keys and values [B, H, T, D] (any float type) → the int8 layout of [`attend_cross_rows`]:
 /// keys in blocks [B, H, ⌈T/16⌉, 16·D] and values [B, H, T, D], both int8 in u8 tensors, and
 /// the scales [B, H, 2, D] f32 (each head's per-channel key scales, then value scales; see
-/// [`cross_lowp::quantize_channels`]).
+/// [`cross_lowp::quantize_head`]).
 pub fn quantize_kv_i8(k: &Tensor, v: &Tensor) -> candle_core::Result<(Tensor, Tensor, Tensor)> {
     let (b, h, t, d) = k.dims4()?;
     if v.dims4()? != (b, h, t, d) {
@@ -135,31 +135,13 @@ pub fn quantize_kv_i8(k: &Tensor, v: &Tensor) -> candle_core::Result<(Tensor, Te
     let mut scales = vec![0f32; b * h * 2 * d];
     for bh in 0..b * h {
         let (src_k, src_v) = (&kf[bh * t * d..], &vf[bh * t * d..]);
-        let sc = &mut scales[bh * 2 * d..(bh + 1) * 2 * d];
-        let (ks, vs) = sc.split_at_mut(d);
-        let kh = &mut kq[bh * block..(bh + 1) * block];
-        cross_lowp::quantize_channels(
-            t,
-            d,
+        cross_lowp::quantize_head(
+            (t, d),
             |j| &src_k[j * d..(j + 1) * d],
-            ks,
-            |j, q| {
-                for (c, &x) in q.iter().enumerate() {
-                    kh[cross_lowp::blocked_index(j, c, d)] = x as u8;
-                }
-            },
-        );
-        let vh = &mut vq[bh * t * d..(bh + 1) * t * d];
-        cross_lowp::quantize_channels(
-            t,
-            d,
             |j| &src_v[j * d..(j + 1) * d],
-            vs,
-            |j, q| {
-                for (o, &x) in vh[j * d..(j + 1) * d].iter_mut().zip(q) {
-                    *o = x as u8;
-                }
-            },
+            &mut kq[bh * block..(bh + 1) * block],
+            &mut vq[bh * t * d..(bh + 1) * t * d],
+            &mut scales[bh * 2 * d..(bh + 1) * 2 * d],
         );
     }
     let nb = t.div_ceil(cross_lowp::KEY_BLOCK);

@@ -9,7 +9,7 @@ use super::cache::CrossKv;
 use super::config::WhisperConfig;
 use super::quant::{ComputeType, Linear};
 use crate::kernels;
-use crate::kernels::cross_lowp::{blocked_index, blocked_len, quantize_channels, KEY_BLOCK};
+use crate::kernels::cross_lowp::{blocked_len, quantize_head, KEY_BLOCK};
 use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::LayerNorm;
 use dicta_core::{Error, Result};
@@ -390,7 +390,7 @@ impl Decoder {
 
     /// [`Decoder::cross_kv`] in int8 on the CPU: one window at a time (its f32 projection
     /// [T, 2·d] stays in cache), every (window, head) quantized with one scale per channel of
-    /// keys and of values ([`quantize_channels`]) straight into the heads' layout. A decoder
+    /// keys and of values ([`quantize_head`]) straight into the heads' layout. A decoder
     /// step reads a quarter of the f32 bytes, which is what a batch of windows waits on (f16,
     /// before: 8-row steps 24% slower, and the 10-minute greedy transcription 13–15%).
     fn cross_kv_i8(&self, enc: &Tensor) -> candle_core::Result<Vec<CrossKv>> {
@@ -688,32 +688,10 @@ fn kv_to_i8_heads(
         .zip(sr.par_chunks_mut(2 * dh))
         .enumerate()
         .for_each(|(hh, ((kh, vh), sh))| {
-            let (ks, vs) = sh.split_at_mut(dh);
             let at = |j: usize| j * 2 * d + hh * dh;
-            quantize_channels(
-                t,
-                dh,
-                |j| &src[at(j)..at(j) + dh],
-                ks,
-                |j, q| {
-                    // Keys into blocks of 16 ([`KEY_BLOCK`]), dimension-major.
-                    let base = blocked_index(j, 0, dh);
-                    for (c, &x) in q.iter().enumerate() {
-                        kh[base + c * KEY_BLOCK] = x as u8;
-                    }
-                },
-            );
-            quantize_channels(
-                t,
-                dh,
-                |j| &src[at(j) + d..at(j) + d + dh],
-                vs,
-                |j, q| {
-                    for (o, &x) in vh[j * dh..(j + 1) * dh].iter_mut().zip(q) {
-                        *o = x as u8;
-                    }
-                },
-            );
+            let key = |j: usize| &src[at(j)..at(j) + dh];
+            let value = |j: usize| &src[at(j) + d..at(j) + d + dh];
+            quantize_head((t, dh), key, value, kh, vh, sh);
         });
 }
 
