@@ -1,6 +1,6 @@
 //! Fast CPU kernels where candle is slow: attention (the encoder's self-attention in f32 and
-//! int8, the decoder's cached self-attention and cross-attention over f16 or int8 keys and
-//! values), the int8 and f32 matrix products, layer norm, and the element-wise functions
+//! int8, the decoder's cached self-attention (f32 or f16) and cross-attention over f16 or int8
+//! keys and values), the int8 and f32 matrix products, layer norm, and the element-wise functions
 //! (`math`).
 
 pub mod attention;
@@ -11,6 +11,7 @@ pub mod lstm;
 mod math;
 pub mod norm;
 pub mod panel;
+mod self_f16;
 mod tile;
 
 use candle_core::{CpuStorage, Layout, Tensor};
@@ -24,6 +25,8 @@ use math::exp_x16;
 pub(crate) use math::{dot, gelu_erf_into, widen_f16};
 use math::{exp, madd, max_of, softmax_in_place};
 pub use math::{exp_sub_accumulate, gelu_erf, log_sum_exp, sampling_weights, softmax_last_dim};
+pub(crate) use self_f16::PutF16;
+pub use self_f16::{attend_causal_f16, attend_causal_f16_at};
 
 /// Attention of a few queries per (batch, head) over many keys, as in a decoder step's
 /// cross-attention: q [B, H, M, D] (already scaled), k and v [B, H, T, D] → out [B, H, M, D],

@@ -27,8 +27,12 @@ pub struct CrossKv {
 /// is dropped).
 pub struct DecoderCache {
     /// Per layer: self-attention keys/values [N, H, cap, Dh]; positions `len..cap` are unused.
+    /// With `f16`, the keys are in blocks of 16 positions ([N, H, cap/16, 16·Dh], see
+    /// `kernels::attend_causal_f16`) and both are f16.
     self_k: Vec<Tensor>,
     self_v: Vec<Tensor>,
+    /// Self-attention K/V in f16 (the int8 decoder on the CPU), else f32.
+    f16: bool,
     cap: usize,
     len: usize,
     rows: usize,
@@ -79,6 +83,7 @@ impl DecoderCache {
         Self {
             self_k: Vec::new(),
             self_v: Vec::new(),
+            f16: false,
             cap: 0,
             len: 0,
             rows: 0,
@@ -90,6 +95,19 @@ impl DecoderCache {
             n_head,
             head_dim,
         }
+    }
+
+    /// Keeps the self-attention keys and values in f16, blocked (before anything is decoded):
+    /// the int8 decoder's kernels read them so (`kernels::attend_causal_f16`).
+    pub(crate) fn with_f16_self_kv(mut self) -> Self {
+        debug_assert!(self.cap == 0);
+        self.f16 = true;
+        self
+    }
+
+    /// Whether the self-attention keys and values are f16 (see [`Self::with_f16_self_kv`]).
+    pub(crate) fn f16_self_kv(&self) -> bool {
+        self.f16
     }
 
     /// Positions cached (tokens decoded so far, prompt included).
@@ -177,6 +195,7 @@ impl DecoderCache {
         let mut out = Self {
             self_k: self.self_k.clone(),
             self_v: self.self_v.clone(),
+            f16: self.f16,
             cap: self.cap,
             len: self.len,
             rows: self.rows,
@@ -223,16 +242,23 @@ impl DecoderCache {
         } else {
             self.family.clone()
         };
-        for t in self.self_k.iter_mut().chain(self.self_v.iter_mut()) {
+        // f16 keys are in blocks of 16 positions and move in whole blocks.
+        let key_block = if self.f16 {
+            crate::kernels::cross_lowp::KEY_BLOCK
+        } else {
+            1
+        };
+        let blocks = std::iter::repeat(key_block).zip(self.self_k.iter_mut());
+        for (block, t) in blocks.chain(std::iter::repeat(1).zip(self.self_v.iter_mut())) {
             *t = if in_place {
                 // Beam search reorders every step: moving the decoded positions of the rows
                 // that change, in place, beats copying every row's whole capacity into a new
                 // tensor (that copy and its allocation were 12% of a beam-5 transcription).
                 t.inplace_op1(&GatherRows {
                     indices,
-                    len: self.len,
+                    len: self.len.div_ceil(block),
                     family: &old_family,
-                    shared: self.shared,
+                    shared: self.shared / block,
                 })
                 .map_err(ce)?;
                 t.narrow(0, 0, indices.len()).map_err(ce)?
@@ -260,18 +286,32 @@ impl DecoderCache {
         if total <= self.cap {
             return Ok(());
         }
-        let new_cap = total.max(2 * self.cap).max(32);
+        // A whole number of key blocks (16 positions), so that the f16 layout's capacity is one.
+        let new_cap = total
+            .max(2 * self.cap)
+            .max(32)
+            .next_multiple_of(crate::kernels::cross_lowp::KEY_BLOCK);
         let dev = match self.cross.first() {
             Some(c) => c.k.device().clone(),
             None => return Ok(()),
         };
         let n_layers = self.cross.len();
-        let shape = (self.rows, self.n_head, new_cap, self.head_dim);
+        let (n, h, dh) = (self.rows, self.n_head, self.head_dim);
+        let block = crate::kernels::cross_lowp::KEY_BLOCK;
+        let (dtype, k_shape, k_used) = if self.f16 {
+            (
+                DType::F16,
+                (n, h, new_cap / block, block * dh),
+                self.len.div_ceil(block),
+            )
+        } else {
+            (DType::F32, (n, h, new_cap, dh), self.len)
+        };
         for li in 0..n_layers {
-            let k = Tensor::zeros(shape, DType::F32, &dev)?;
-            let v = Tensor::zeros(shape, DType::F32, &dev)?;
+            let k = Tensor::zeros(k_shape, dtype, &dev)?;
+            let v = Tensor::zeros((n, h, new_cap, dh), dtype, &dev)?;
             if self.len > 0 {
-                k.slice_set(&self.self_k[li].narrow(2, 0, self.len)?.contiguous()?, 2, 0)?;
+                k.slice_set(&self.self_k[li].narrow(2, 0, k_used)?.contiguous()?, 2, 0)?;
                 v.slice_set(&self.self_v[li].narrow(2, 0, self.len)?.contiguous()?, 2, 0)?;
             }
             if li < self.self_k.len() {
@@ -286,8 +326,9 @@ impl DecoderCache {
         Ok(())
     }
 
-    /// Writes new K/V [N, H, L, Dh] of `layer` at `offset` and returns views of all positions
-    /// ([N, H, offset+L, Dh]).
+    /// Writes new K/V [N, H, L, Dh] f32 of `layer` at `offset` and returns views of all
+    /// positions ([N, H, offset+L, Dh]); with f16 K/V, the whole cache tensors instead (blocked
+    /// keys, see the field), rounded to f16 on the way in.
     pub(crate) fn append(
         &mut self,
         layer: usize,
@@ -296,6 +337,25 @@ impl DecoderCache {
         offset: usize,
     ) -> candle_core::Result<(Tensor, Tensor)> {
         let l = k.dim(2)?;
+        if self.f16 {
+            for (dst, src, blocked) in [
+                (&self.self_k[layer], k, true),
+                (&self.self_v[layer], v, false),
+            ] {
+                let src = src.contiguous()?;
+                let (storage, layout) = src.storage_and_layout();
+                let candle_core::Storage::Cpu(cpu) = &*storage else {
+                    candle_core::bail!("f16 self-attention K/V live on the CPU")
+                };
+                dst.inplace_op1(&crate::kernels::PutF16 {
+                    src: crate::kernels::f32_input(cpu, layout)?,
+                    dims: src.dims4()?,
+                    offset,
+                    blocked,
+                })?;
+            }
+            return Ok((self.self_k[layer].clone(), self.self_v[layer].clone()));
+        }
         self.self_k[layer].slice_set(k, 2, offset)?;
         self.self_v[layer].slice_set(v, 2, offset)?;
         Ok((
@@ -331,10 +391,13 @@ impl DecoderCache {
     }
 }
 
-/// Row `i` of a contiguous f32 `[N, H, cap, Dh]` cache ← old row `indices[i]` (`indices.len() ≤ N`),
-/// positions `0..len` only (the rest is unused), in place. Rows past `indices.len()` are left as
-/// they are (the caller narrows them away). Positions `0..shared` are not copied between rows of
-/// one `family` (they hold the same values): a beam's prompt, often 200 of its 250 positions.
+/// Row `i` of a contiguous f32 or f16 `[N, H, cap, Dh]` cache ← old row `indices[i]`
+/// (`indices.len() ≤ N`), positions `0..len` only (the rest is unused), in place. Rows past
+/// `indices.len()` are left as they are (the caller narrows them away). Positions `0..shared` are
+/// not copied between rows of one `family` (they hold the same values): a beam's prompt, often
+/// 200 of its 250 positions. Blocked keys ([N, H, cap/16, 16·Dh]) move the same way with blocks
+/// for positions: `len` counts the blocks in use (partly filled included), `shared` the blocks
+/// wholly shared.
 struct GatherRows<'a> {
     indices: &'a [u32],
     len: usize,
@@ -353,9 +416,20 @@ impl candle_core::InplaceOp1 for GatherRows<'_> {
         storage: &mut candle_core::CpuStorage,
         layout: &candle_core::Layout,
     ) -> candle_core::Result<()> {
-        let candle_core::CpuStorage::F32(data) = storage else {
-            candle_core::bail!("gather-rows: f32 cache expected");
-        };
+        match storage {
+            candle_core::CpuStorage::F32(data) => self.gather(data, layout),
+            candle_core::CpuStorage::F16(data) => self.gather(data, layout),
+            _ => candle_core::bail!("gather-rows: f32 or f16 cache expected"),
+        }
+    }
+}
+
+impl GatherRows<'_> {
+    fn gather<T: Copy>(
+        &self,
+        data: &mut [T],
+        layout: &candle_core::Layout,
+    ) -> candle_core::Result<()> {
         let (n, h, cap, dh) = layout.shape().dims4()?;
         if !layout.is_contiguous() || self.indices.len() > n || self.len > cap {
             candle_core::bail!(
@@ -380,7 +454,7 @@ impl candle_core::InplaceOp1 for GatherRows<'_> {
         };
         // A source row that is itself overwritten is read from a copy taken first (of the
         // positions its readers take).
-        let mut saved: Vec<(usize, usize, Vec<f32>)> = Vec::new();
+        let mut saved: Vec<(usize, usize, Vec<T>)> = Vec::new();
         for &src in self.indices {
             let src = src as usize;
             if changes(src) && !saved.iter().any(|(s, _, _)| *s == src) {

@@ -188,7 +188,13 @@ impl Whisper {
         }
         let cross = self.decoder.cross_kv(encoder_out).map_err(ce)?;
         let h = self.decoder.n_head();
-        DecoderCache::new(cross, h, self.config.n_text_state / h)
+        let cache = DecoderCache::new(cross, h, self.config.n_text_state / h)?;
+        // The int8 decoder's own kernels read f16 self-attention K/V (half the bytes a step reads).
+        Ok(if self.decoder.own_kernels() {
+            cache.with_f16_self_kv()
+        } else {
+            cache
+        })
     }
 
     /// tokens: [N, L] u32 (the new tokens of each row since the last call; on the first call the whole

@@ -583,24 +583,21 @@ impl Decoder {
             let h = layer.ln1.forward(&x)?;
             let qkv = split_heads(&layer.qkv.forward(&h)?, 3, self.n_head)?;
             let (k, v) = cache.append(li, &qkv[1], &qkv[2], offset)?;
+            // int8: causal attention over the cache in place (f16 on the CPU), each position as
+            // a one-token step computes it (so also the verification pass's rule below). The
+            // float32 path keeps candle's matmuls: it is the token-parity reference.
+            let causal = |q: &Tensor, offset: usize| {
+                if cache.f16_self_kv() {
+                    kernels::attend_causal_f16(q, &k, &v, offset, &starts, shared)
+                } else {
+                    kernels::attend_causal_shared(q, &k, &v, offset, &starts, shared)
+                }
+            };
             let a = if trim && li + 1 == n_layers {
                 x = x.narrow(1, l - 1, 1)?.contiguous()?;
-                let q = qkv[0].narrow(2, l - 1, 1)?;
-                merge_heads(&kernels::attend_causal_shared(
-                    &q,
-                    &k,
-                    &v,
-                    offset + l - 1,
-                    &starts,
-                    shared,
-                )?)?
+                merge_heads(&causal(&qkv[0].narrow(2, l - 1, 1)?, offset + l - 1)?)?
             } else if self.own_kernels {
-                // int8: causal attention over the cache in place, each position as a one-token
-                // step computes it (so also the verification pass's rule below). The float32
-                // path keeps candle's matmuls: it is the token-parity reference.
-                merge_heads(&kernels::attend_causal_shared(
-                    &qkv[0], &k, &v, offset, &starts, shared,
-                )?)?
+                merge_heads(&causal(&qkv[0], offset)?)?
             } else if stepwise && l > 1 {
                 // One query at a time over its own prefix, as a one-token step computes it.
                 let per = (0..l)
@@ -646,6 +643,11 @@ impl Decoder {
 
     pub fn n_head(&self) -> usize {
         self.n_head
+    }
+
+    /// Whether the int8 path's own kernels run (int8 on the CPU).
+    pub(crate) fn own_kernels(&self) -> bool {
+        self.own_kernels
     }
 
     /// Whether rows may be left-padded ([`super::cache::DecoderCache::set_left_padding`]):
