@@ -162,7 +162,7 @@ pub fn beam_search<M: StepModel>(
             break;
         }
         model.select_rows(&select)?;
-        logits = model.step(&next_tokens)?;
+        model.step_into(&next_tokens, &mut logits)?;
     }
     Ok(results
         .into_iter()

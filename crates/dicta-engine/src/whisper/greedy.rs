@@ -19,6 +19,11 @@ pub trait StepModel {
     /// Feeds one new token per row (`tokens.len()` = current number of rows) and returns
     /// the next-token logits, row-major `[rows, V]`.
     fn step(&mut self, tokens: &[u32]) -> Result<Vec<f32>>;
+    /// [`Self::step`] into `logits`, whose allocation a model may reuse.
+    fn step_into(&mut self, tokens: &[u32], logits: &mut Vec<f32>) -> Result<()> {
+        *logits = self.step(tokens)?;
+        Ok(())
+    }
     /// Reorders or drops cache rows: new row `i` = old row `indices[i]` (rows may repeat).
     fn select_rows(&mut self, indices: &[u32]) -> Result<()>;
 }
@@ -169,7 +174,7 @@ pub fn greedy_search<M: StepModel>(
         if keep.len() != rows_now {
             model.select_rows(&keep)?;
         }
-        logits = model.step(&next)?;
+        model.step_into(&next, &mut logits)?;
     }
     Ok(states
         .into_iter()

@@ -133,6 +133,12 @@ impl StepModel for CachedDecoder<'_> {
         self.cancel.check()?;
         self.feed(tokens, tokens.len())
     }
+    fn step_into(&mut self, tokens: &[u32], logits: &mut Vec<f32>) -> Result<()> {
+        self.cancel.check()?;
+        let _turn = self.gate.map(|g| g.take());
+        let t = Tensor::from_slice(tokens, (tokens.len(), 1), self.model.device()).map_err(ce)?;
+        self.model.decode_last_into(&t, &mut self.cache, logits)
+    }
     fn select_rows(&mut self, indices: &[u32]) -> Result<()> {
         self.cache.select_rows(indices)
     }

@@ -281,4 +281,18 @@ impl Whisper {
         let last = hidden.squeeze(1).map_err(ce)?;
         self.decoder.logits(&last).map_err(ce)
     }
+
+    /// [`Self::decode_last`] with the logits [N, n_vocab] written row-major into `logits`,
+    /// reusing its allocation (the int8 projection writes there directly; decoder loops call
+    /// this every step).
+    pub fn decode_last_into(
+        &self,
+        tokens: &Tensor,
+        cache: &mut DecoderCache,
+        logits: &mut Vec<f32>,
+    ) -> Result<()> {
+        let hidden = self.decoder.forward_last(tokens, cache)?;
+        let last = hidden.squeeze(1).map_err(ce)?;
+        self.decoder.logits_into(&last, logits).map_err(ce)
+    }
 }

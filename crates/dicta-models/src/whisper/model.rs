@@ -641,6 +641,12 @@ impl Decoder {
         self.proj.forward(hidden)
     }
 
+    /// [`Self::logits`] of hidden states [N, d] into `out` ([N, V] row-major), reusing its
+    /// allocation where the projection is int8.
+    pub fn logits_into(&self, hidden: &Tensor, out: &mut Vec<f32>) -> candle_core::Result<()> {
+        self.proj.forward_into(hidden, out)
+    }
+
     pub fn n_head(&self) -> usize {
         self.n_head
     }

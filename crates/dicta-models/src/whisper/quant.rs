@@ -208,6 +208,33 @@ impl Linear {
         })
     }
 
+    /// x: [rows, in] → `out` = [rows, out] row-major. An int8 layer writes straight into
+    /// `out`, reusing its allocation: a beam-5 step's logits over 8 windows are 8.3 MB, which a
+    /// new tensor zeroed, then copied into a new vector, page by fresh page, every step.
+    pub fn forward_into(&self, x: &Tensor, out: &mut Vec<f32>) -> candle_core::Result<()> {
+        let Weight::I8(op) = &self.w else {
+            *out = self.forward(x)?.flatten_all()?.to_vec1::<f32>()?;
+            return Ok(());
+        };
+        let (rows, _) = x.dims2()?;
+        let x = x.contiguous()?;
+        let (storage, layout) = x.storage_and_layout();
+        let candle_core::Storage::Cpu(cpu) = &*storage else {
+            candle_core::bail!("int8 layers run on the CPU")
+        };
+        // Every element is written by the product (none is accumulated into), so growing the
+        // buffer is the only fill.
+        out.resize(rows * op.w.n(), 0.0);
+        matmul_i8(
+            f32_input(cpu, layout)?,
+            rows,
+            &op.w,
+            op.bias.as_deref(),
+            out,
+        );
+        Ok(())
+    }
+
     /// x: [.., in] → [.., out].
     pub fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         let dims = x.dims().to_vec();
