@@ -8,7 +8,7 @@ use dicta_core::Result;
 use rayon::prelude::*;
 
 use super::greedy::{Hypothesis, SearchParams, StepModel};
-use super::logits::log_softmax_in_place;
+use super::logits::log_sum_exp;
 
 /// One ranked candidate: the beam it extends, the token, the cumulative log-probability.
 #[derive(Debug, Clone, Copy)]
@@ -72,9 +72,11 @@ pub fn beam_search<M: StepModel>(
                 params
                     .rules
                     .apply_row(row, &st.seqs[k], st.input, &mut held);
-                log_softmax_in_place(row);
+                // The log-softmax `x - lse` of each entry as the top-k pass reads it (the same
+                // values `log_softmax_in_place` would store; the row is not needed after).
+                let lse = log_sum_exp(row);
                 let mut top = Vec::with_capacity(num_candidates);
-                top_k_into(row, num_candidates, |token, lp| top.push((token, lp)));
+                top_k_into(row, lse, num_candidates, |token, lp| top.push((token, lp)));
                 (top, held)
             })
             .collect();
@@ -186,11 +188,13 @@ fn best_finished(finished: &[(Vec<u32>, f32)], length_penalty: f32) -> Hypothesi
         .expect("a finished row has at least one hypothesis")
 }
 
-/// Calls `emit(token, logprob)` for the `k` largest finite entries of `row`, best first.
-fn top_k_into(row: &[f32], k: usize, mut emit: impl FnMut(u32, f32)) {
+/// Calls `emit(token, x - lse)` for the `k` largest finite `x - lse` over the entries `x` of
+/// `row`, best first (earlier tokens first on ties).
+fn top_k_into(row: &[f32], lse: f32, k: usize, mut emit: impl FnMut(u32, f32)) {
     // Small k (<= 2 * beam): keep a sorted buffer instead of sorting the whole vocabulary.
     let mut best: Vec<(f32, u32)> = Vec::with_capacity(k + 1);
-    for (i, &x) in row.iter().enumerate() {
+    for (i, &raw) in row.iter().enumerate() {
+        let x = raw - lse;
         if x == f32::NEG_INFINITY || (best.len() == k && x <= best[k - 1].0) {
             continue;
         }
@@ -208,7 +212,7 @@ mod tests {
     use super::*;
     use crate::whisper::greedy::tests::{params, TableModel};
     use crate::whisper::greedy::{greedy_search, Sampler};
-    use crate::whisper::logits::LogitRules;
+    use crate::whisper::logits::{log_softmax_in_place, LogitRules};
 
     /// Exhaustive reference: every sequence up to `max_len` tokens; best by normalised score.
     fn brute_force(m: &TableModel, rules: &LogitRules, max_len: usize) -> Hypothesis {
@@ -293,7 +297,16 @@ mod tests {
     fn top_k_orders_and_skips_masked() {
         let row = [0.5, f32::NEG_INFINITY, 2.0, 1.0, 2.0];
         let mut out = Vec::new();
-        top_k_into(&row, 3, |t, x| out.push((t, x)));
+        top_k_into(&row, 0.0, 3, |t, x| out.push((t, x)));
         assert_eq!(out, vec![(2, 2.0), (4, 2.0), (3, 1.0)]);
+        // The same entries and values as a top-k over the stored log-softmax.
+        let mut row = [0.3, -1.7, f32::NEG_INFINITY, 2.25, 0.3, 5.5, -0.2];
+        let lse = log_sum_exp(&row);
+        let mut fused = Vec::new();
+        top_k_into(&row, lse, 4, |t, x| fused.push((t, x)));
+        log_softmax_in_place(&mut row);
+        let mut stored = Vec::new();
+        top_k_into(&row, 0.0, 4, |t, x| stored.push((t, x)));
+        assert_eq!(fused, stored);
     }
 }

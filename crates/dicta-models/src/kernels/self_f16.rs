@@ -364,19 +364,21 @@ impl candle_core::InplaceOp1 for PutF16<'_> {
                 layout.shape()
             );
         }
+        // `half`'s slice conversion uses F16C where the CPU has it (round to nearest even,
+        // as `f16::from_f32`).
+        use half::slice::HalfFloatSliceExt;
         let data = &mut data[layout.start_offset()..];
+        let mut key = vec![f16::ZERO; d];
         for (bh, src) in self.src.chunks_exact(l * d).enumerate() {
             let dst = &mut data[bh * block..(bh + 1) * block];
+            if !self.blocked {
+                dst[self.offset * d..(self.offset + l) * d].convert_from_f32_slice(src);
+                continue;
+            }
             for (i, row) in src.chunks_exact(d).enumerate() {
-                let j = self.offset + i;
-                if self.blocked {
-                    for (c, &x) in row.iter().enumerate() {
-                        dst[blocked_index(j, c, d)] = f16::from_f32(x);
-                    }
-                } else {
-                    for (o, &x) in dst[j * d..(j + 1) * d].iter_mut().zip(row) {
-                        *o = f16::from_f32(x);
-                    }
+                key.convert_from_f32_slice(row);
+                for (c, &x) in key.iter().enumerate() {
+                    dst[blocked_index(self.offset + i, c, d)] = x;
                 }
             }
         }
