@@ -554,6 +554,51 @@ mod tests {
         }
     }
 
+    /// f16 caches gather the same way, in blocks of positions for blocked keys: a family's
+    /// rows skip their wholly shared blocks and still equal `index_select` on the blocks in use.
+    #[test]
+    fn f16_blocked_keys_gather_in_whole_blocks() {
+        let (n, h, blocks, width) = (4, 2, 5, 8);
+        // Rows 0, 1 are family 0 and agree on blocks 0..2; rows 2, 3 family 1.
+        let data: Vec<half::f16> = (0..n * h * blocks * width)
+            .map(|i| {
+                let (r, b) = (i / (h * blocks * width), (i / width) % blocks);
+                let v = if b < 2 {
+                    r / 2 * 1000 + i % (h * blocks * width)
+                } else {
+                    i
+                };
+                half::f16::from_f32(v as f32)
+            })
+            .collect();
+        let family = [0u32, 0, 1, 1];
+        // 37 positions in blocks of 16: 3 blocks in use, 2 wholly shared (33 shared positions).
+        let (len, shared) = (37usize.div_ceil(16), 33 / 16);
+        for indices in [vec![1u32, 0, 3, 3], vec![1, 1, 2], vec![3, 0]] {
+            let t = Tensor::from_vec(data.clone(), (n, h, blocks, width), &Device::Cpu).unwrap();
+            let want = t
+                .index_select(&Tensor::new(indices.as_slice(), &Device::Cpu).unwrap(), 0)
+                .unwrap();
+            t.inplace_op1(&GatherRows {
+                indices: &indices,
+                len,
+                family: &family,
+                shared,
+            })
+            .unwrap();
+            let got = t.narrow(0, 0, indices.len()).unwrap();
+            let used = |x: &Tensor| -> Vec<half::f16> {
+                x.i((.., .., ..len, ..))
+                    .unwrap()
+                    .flatten_all()
+                    .unwrap()
+                    .to_vec1()
+                    .unwrap()
+            };
+            assert_eq!(used(&got), used(&want), "{indices:?}");
+        }
+    }
+
     /// Rows of one family skip their shared prefix and still end up equal to `index_select`:
     /// beams reordered within and across windows (families 0, 1), with a row saved first.
     #[test]
