@@ -151,9 +151,10 @@ unsafe fn run<const I8: bool>(
     portable(p, out)
 }
 
-/// Whether the vector kernels run (`Some(true)`: AVX-512, `Some(false)`: AVX2 and FMA).
+/// Whether the vector kernels run (`Some(true)`: AVX-512, `Some(false)`: AVX2 and FMA), here
+/// and in [`super::self_f16`].
 #[cfg(target_arch = "x86_64")]
-fn vector_level(level: Level, d: usize) -> Option<bool> {
+pub(super) fn vector_level(level: Level, d: usize) -> Option<bool> {
     if d != HEAD || !is_x86_feature_detected!("f16c") {
         return None;
     }
@@ -165,7 +166,7 @@ fn vector_level(level: Level, d: usize) -> Option<bool> {
 }
 
 /// The head size of the vector kernels (every Whisper size has heads of 64).
-const HEAD: usize = 64;
+pub(super) const HEAD: usize = 64;
 
 /// The scalar kernel over keys read through `key(i)` (blocked index) and values `val(i)`.
 fn attend_portable(

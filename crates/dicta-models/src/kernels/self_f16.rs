@@ -18,6 +18,8 @@
 
 use super::attention::Level;
 use super::cross_lowp::{blocked_index, KEY_BLOCK};
+#[cfg(target_arch = "x86_64")]
+use super::cross_lowp::{vector_level, HEAD};
 use super::{block_start, f16_storage, f32_input, softmax_in_place, with_cpu, SharedPrefix};
 use candle_core::{DType, Tensor};
 use half::f16;
@@ -217,22 +219,6 @@ fn attend_query(
         }
     }
 }
-
-/// Whether the vector kernels run (`Some(true)`: AVX-512, `Some(false)`: AVX2 and FMA).
-#[cfg(target_arch = "x86_64")]
-fn vector_level(level: Level, d: usize) -> Option<bool> {
-    if d != HEAD || !is_x86_feature_detected!("f16c") {
-        return None;
-    }
-    match level {
-        Level::Avx512 => Some(true),
-        Level::Avx2Fma => Some(false),
-        Level::Scalar => None,
-    }
-}
-
-/// The head size of the vector kernels (every Whisper size has heads of 64).
-const HEAD: usize = 64;
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
