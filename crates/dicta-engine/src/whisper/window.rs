@@ -76,14 +76,17 @@ pub(crate) struct CachedDecoder<'a> {
 impl CachedDecoder<'_> {
     /// tokens: row-major `[rows, len]` → last-position logits `[rows, V]`.
     fn feed(&mut self, tokens: &[u32], rows: usize) -> Result<Vec<f32>> {
+        let mut logits = Vec::new();
+        self.feed_into(tokens, rows, &mut logits)?;
+        Ok(logits)
+    }
+
+    /// [`Self::feed`] into `logits`, reusing its allocation.
+    fn feed_into(&mut self, tokens: &[u32], rows: usize, logits: &mut Vec<f32>) -> Result<()> {
         let _turn = self.gate.map(|g| g.take());
         let len = tokens.len() / rows.max(1);
         let t = Tensor::from_slice(tokens, (rows, len), self.model.device()).map_err(ce)?;
-        let logits = self.model.decode_last(&t, &mut self.cache)?;
-        logits
-            .flatten_all()
-            .and_then(|l| l.to_vec1::<f32>())
-            .map_err(ce)
+        self.model.decode_last_into(&t, &mut self.cache, logits)
     }
 }
 
@@ -135,9 +138,7 @@ impl StepModel for CachedDecoder<'_> {
     }
     fn step_into(&mut self, tokens: &[u32], logits: &mut Vec<f32>) -> Result<()> {
         self.cancel.check()?;
-        let _turn = self.gate.map(|g| g.take());
-        let t = Tensor::from_slice(tokens, (tokens.len(), 1), self.model.device()).map_err(ce)?;
-        self.model.decode_last_into(&t, &mut self.cache, logits)
+        self.feed_into(tokens, tokens.len(), logits)
     }
     fn select_rows(&mut self, indices: &[u32]) -> Result<()> {
         self.cache.select_rows(indices)

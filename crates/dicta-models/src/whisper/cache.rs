@@ -342,17 +342,15 @@ impl DecoderCache {
                 (&self.self_k[layer], k, true),
                 (&self.self_v[layer], v, false),
             ] {
-                let src = src.contiguous()?;
-                let (storage, layout) = src.storage_and_layout();
-                let candle_core::Storage::Cpu(cpu) = &*storage else {
-                    candle_core::bail!("f16 self-attention K/V live on the CPU")
-                };
-                dst.inplace_op1(&crate::kernels::PutF16 {
-                    src: crate::kernels::f32_input(cpu, layout)?,
-                    dims: src.dims4()?,
-                    offset,
-                    blocked,
-                })?;
+                let dims = src.dims4()?;
+                super::quant::with_values(src, |src| {
+                    dst.inplace_op1(&crate::kernels::PutF16 {
+                        src,
+                        dims,
+                        offset,
+                        blocked,
+                    })
+                })??;
             }
             return Ok((self.self_k[layer].clone(), self.self_v[layer].clone()));
         }

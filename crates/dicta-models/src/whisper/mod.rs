@@ -277,8 +277,7 @@ impl Whisper {
     /// Like [`Whisper::decode`] but returns only the last position's logits [N, n_vocab] (the hot path:
     /// the vocabulary projection runs for one position per row).
     pub fn decode_last(&self, tokens: &Tensor, cache: &mut DecoderCache) -> Result<Tensor> {
-        let hidden = self.decoder.forward_last(tokens, cache)?;
-        let last = hidden.squeeze(1).map_err(ce)?;
+        let last = self.last_hidden(tokens, cache)?;
         self.decoder.logits(&last).map_err(ce)
     }
 
@@ -291,8 +290,13 @@ impl Whisper {
         cache: &mut DecoderCache,
         logits: &mut Vec<f32>,
     ) -> Result<()> {
-        let hidden = self.decoder.forward_last(tokens, cache)?;
-        let last = hidden.squeeze(1).map_err(ce)?;
+        let last = self.last_hidden(tokens, cache)?;
         self.decoder.logits_into(&last, logits).map_err(ce)
+    }
+
+    /// The decoder's hidden state [N, d] at each row's last new position.
+    fn last_hidden(&self, tokens: &Tensor, cache: &mut DecoderCache) -> Result<Tensor> {
+        let hidden = self.decoder.forward_last(tokens, cache)?;
+        hidden.squeeze(1).map_err(ce)
     }
 }

@@ -217,22 +217,12 @@ impl Linear {
             return Ok(());
         };
         let (rows, _) = x.dims2()?;
-        let x = x.contiguous()?;
-        let (storage, layout) = x.storage_and_layout();
-        let candle_core::Storage::Cpu(cpu) = &*storage else {
-            candle_core::bail!("int8 layers run on the CPU")
-        };
         // Every element is written by the product (none is accumulated into), so growing the
         // buffer is the only fill.
         out.resize(rows * op.w.n(), 0.0);
-        matmul_i8(
-            f32_input(cpu, layout)?,
-            rows,
-            &op.w,
-            op.bias.as_deref(),
-            out,
-        );
-        Ok(())
+        with_values(x, |x| {
+            matmul_i8(x, rows, &op.w, op.bias.as_deref(), out);
+        })
     }
 
     /// x: [.., in] → [.., out].
