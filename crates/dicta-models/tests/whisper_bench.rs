@@ -287,15 +287,25 @@ fn decode_steps_in_pool() {
                 tp.elapsed().as_secs_f64() * 1e3 / repeat as f64
             );
         }
+        // DICTA_BENCH_ROUNDS=R runs the steps R times, back to the prompt each time (1; more
+        // for `perf record` of steps alone, past the 448-token context).
+        let rounds: usize = std::env::var("DICTA_BENCH_ROUNDS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1);
         let t = Instant::now();
-        for i in 0..steps {
-            let tok = Tensor::from_vec(vec![(300 + i) as u32; n], (n, 1), &Device::Cpu).unwrap();
-            m.decode_last(&tok, &mut cache).unwrap();
+        for _ in 0..rounds {
+            cache.truncate(first.len()).unwrap();
+            for i in 0..steps {
+                let tok =
+                    Tensor::from_vec(vec![(300 + i) as u32; n], (n, 1), &Device::Cpu).unwrap();
+                m.decode_last(&tok, &mut cache).unwrap();
+            }
         }
         eprintln!(
             "{ct}: cross K/V {:.0} ms, {:.2} ms/step ({n} rows)",
             t_cross * 1e3,
-            t.elapsed().as_secs_f64() * 1e3 / steps.max(1) as f64
+            t.elapsed().as_secs_f64() * 1e3 / (steps * rounds).max(1) as f64
         );
     }
 }

@@ -4,12 +4,11 @@
 //! A decoder step's cross-attention reads every key and value of its window (tiny.en: 4 layers
 //! × 2 × 1500 × 384, 18 MB in f32 per row), once per token, so it is bound by memory
 //! bandwidth once a batch's windows outgrow the cache. Low-precision storage cuts that traffic:
-//! f16 (10 mantissa bits) halves it, int8 with one scale per channel quarters it. Values are
-//! widened to f32 in registers and every sum is f32. For int8, key `j` channel `c` is
-//! `ks[c] · k8[j][c]`, so a score `Σ_c q[c]·ks[c]·k8[j][c]` takes the scale in the query, and
-//! an output `Σ_j p[j]·vs[c]·v8[j][c]` takes it after the sum: the loops see plain integers.
+//! f16 (10 mantissa bits) halves it, int8 with one scale per channel quarters it. The f16 kernels
+//! here widen values to f32 in registers and every sum is f32; int8 runs as integer dot products
+//! in [`super::cross_i8`] (this module quantizes its keys and values, [`quantize_head`]).
 //!
-//! Keys are stored in blocks of [`KEY_BLOCK`] keys, each block dimension-major ([D, 16]): a
+//! f16 keys are stored in blocks of [`KEY_BLOCK`] keys, each block dimension-major ([D, 16]): a
 //! query's 16 scores of a block are the 16 lanes of one vector, D multiply-adds and no
 //! horizontal sum (key-major, reducing each score across lanes cost more than computing it),
 //! and up to four queries share each widened key vector (a prompt's positions, or a
@@ -19,6 +18,7 @@
 //! and left-padded batches rely on.
 
 use super::attention::Level;
+use super::cross_i8;
 use super::softmax_in_place;
 use half::f16;
 
@@ -51,7 +51,8 @@ pub(super) enum HeadKv<'a> {
         v: &'a [f16],
     },
     /// Integers with per-channel scales: key channel `c` is `ks[c] · k[..][c]`, value channel
-    /// `c` is `vs[c] · v[..][c]` (`ks`, `vs`: D each).
+    /// `c` is `vs[c] · v[..][c]` (`ks`, `vs`: D each), in [`super::cross_i8`]'s layouts (keys
+    /// biased by 128).
     I8 {
         k: &'a [i8],
         v: &'a [i8],
@@ -81,7 +82,7 @@ pub(super) fn attend_head_lowp(
             };
             // SAFETY: `k` and `v` hold `t` keys of `d` dims (asserted).
             unsafe {
-                run::<false>(
+                run(
                     level,
                     q,
                     k.as_ptr().cast(),
@@ -94,45 +95,18 @@ pub(super) fn attend_head_lowp(
             }
         }
         HeadKv::I8 { k, v, ks, vs } => {
-            assert!(
-                k.len() >= blocked_len(t, d) && v.len() >= t * d && ks.len() == d && vs.len() == d
-            );
-            // The key scales go into the queries, the value scales onto the outputs.
-            let qs: Vec<f32> = q[..m * d]
-                .iter()
-                .enumerate()
-                .map(|(i, &x)| x * ks[i % d])
-                .collect();
-            let portable = |p: &mut [f32], o: &mut [f32]| {
-                attend_portable(&qs, |i| k[i] as f32, |i| v[i] as f32, t, d, p, o)
-            };
-            // SAFETY: as above.
-            unsafe {
-                run::<true>(
-                    level,
-                    &qs,
-                    k.as_ptr().cast(),
-                    v.as_ptr().cast(),
-                    (t, d),
-                    p,
-                    out,
-                    portable,
-                )
-            };
-            for row in out[..m * d].chunks_exact_mut(d) {
-                row.iter_mut().zip(vs).for_each(|(o, s)| *o *= s);
-            }
+            super::cross_i8::attend_head_i8(level, q, (k, v), (ks, vs), t, d, p, out)
         }
     }
 }
 
-/// The vector kernel for int8 (`I8`) or f16 storage where `level` has one, else `portable`.
+/// The vector kernel for f16 storage where `level` has one, else `portable`.
 ///
 /// # Safety
-/// `k` points at one head's blocked keys and `v` at its values, `t` keys of `d` dims each, in
-/// the storage `I8` names; `p` and `out` hold the sizes [`attend_head_lowp`] asserts.
+/// `k` points at one head's blocked f16 keys and `v` at its values, `t` keys of `d` dims
+/// each; `p` and `out` hold the sizes [`attend_head_lowp`] asserts.
 #[allow(clippy::too_many_arguments)]
-unsafe fn run<const I8: bool>(
+unsafe fn run(
     level: Level,
     q: &[f32],
     k: *const u8,
@@ -145,7 +119,7 @@ unsafe fn run<const I8: bool>(
     #[cfg(target_arch = "x86_64")]
     if let Some(avx512) = vector_level(level, d) {
         // SAFETY: the level was checked against the CPU's features; sizes as the caller says.
-        return x86::attend::<I8>(avx512, q, k, v, t, p, out);
+        return x86::attend(avx512, q, k, v, t, p, out);
     }
     let _ = (level, q, k, v, t, d);
     portable(p, out)
@@ -244,8 +218,9 @@ pub fn quantize_channels<'a>(
 }
 
 /// Quantizes one head's `t` keys and values of `d` channels (`key(j)`, `value(j)`: position
-/// `j`'s `d` values) into the int8 layout of [`HeadKv::I8`] (u8 bits): blocked keys `kh`
-/// ([`blocked_len`]`(t, d)`), values `vh` [T, D], and `scales` [2, D] (the key channels'
+/// `j`'s `d` values) into the int8 layout of [`HeadKv::I8`] (u8 bits): keys `kh` biased by 128
+/// in blocks of sixteen ([`blocked_len`]`(t, d)` elements, [`cross_i8::key_index`]), values
+/// `vh` (`t·d` elements, [`cross_i8::value_index`]), and `scales` [2, D] (the key channels'
 /// scales, then the value channels', see [`quantize_channels`]).
 pub fn quantize_head<'a>(
     (t, d): (usize, usize),
@@ -257,15 +232,13 @@ pub fn quantize_head<'a>(
 ) {
     let (ks, vs) = scales.split_at_mut(d);
     quantize_channels(t, d, key, ks, |j, q| {
-        // Keys into blocks of 16 ([`KEY_BLOCK`]), dimension-major.
-        let base = blocked_index(j, 0, d);
         for (c, &x) in q.iter().enumerate() {
-            kh[base + c * KEY_BLOCK] = x as u8;
+            kh[cross_i8::key_index(j, c, d)] = cross_i8::biased(x);
         }
     });
     quantize_channels(t, d, value, vs, |j, q| {
-        for (o, &x) in vh[j * d..(j + 1) * d].iter_mut().zip(q) {
-            *o = x as u8;
+        for (c, &x) in q.iter().enumerate() {
+            vh[cross_i8::value_index(j, c, t, d)] = x as u8;
         }
     });
 }
@@ -282,35 +255,27 @@ mod x86 {
     /// Queries per block on AVX2 (16 registers).
     const QB_AVX2: usize = 4;
 
-    /// 16 elements from element `i` of `p` (int8 when `I8`, else f16) widened to f32.
+    /// 16 f16 elements from element `i` of `p` widened to f32.
     #[target_feature(enable = "avx512f,avx2,fma,f16c")]
     #[inline]
-    unsafe fn load16<const I8: bool>(p: *const u8, i: usize) -> __m512 {
-        if I8 {
-            _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(p.add(i) as *const _)))
-        } else {
-            _mm512_cvtph_ps(_mm256_loadu_si256(p.add(2 * i) as *const _))
-        }
+    unsafe fn load16(p: *const u8, i: usize) -> __m512 {
+        _mm512_cvtph_ps(_mm256_loadu_si256(p.add(2 * i) as *const _))
     }
 
-    /// 8 elements from element `i` of `p` widened to f32 (see [`load16`]).
+    /// 8 f16 elements from element `i` of `p` widened to f32.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
-    unsafe fn load8<const I8: bool>(p: *const u8, i: usize) -> __m256 {
-        if I8 {
-            _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(p.add(i) as *const _)))
-        } else {
-            _mm256_cvtph_ps(_mm_loadu_si128(p.add(2 * i) as *const _))
-        }
+    unsafe fn load8(p: *const u8, i: usize) -> __m256 {
+        _mm256_cvtph_ps(_mm_loadu_si128(p.add(2 * i) as *const _))
     }
 
     /// Runs the queries in blocks of up to [`QB_AVX512`] or [`QB_AVX2`] on AVX-512 (`avx512`) or
-    /// AVX2 kernels; keys `kb` and values `v` are int8 when `I8`, else f16.
+    /// AVX2 kernels; keys `kb` and values `v` are f16.
     ///
     /// # Safety
     /// The CPU has the level's features (with F16C); `kb` holds one head's blocked keys and `v`
     /// its values for `t` keys, `p` and `out` the sizes [`super::attend_head_lowp`] asserts.
-    pub(super) unsafe fn attend<const I8: bool>(
+    pub(super) unsafe fn attend(
         avx512: bool,
         q: &[f32],
         kb: *const u8,
@@ -330,9 +295,9 @@ mod x86 {
                 out.as_mut_ptr().add(i * HEAD),
             );
             if avx512 {
-                block_avx512::<I8>(n, qp, kb, v, t, pp, op);
+                block_avx512(n, qp, kb, v, t, pp, op);
             } else {
-                block_avx2::<I8>(n, qp, kb, v, t, pp, op);
+                block_avx2(n, qp, kb, v, t, pp, op);
             }
             i += n;
         }
@@ -340,7 +305,7 @@ mod x86 {
 
     /// `n` ≤ [`QB_AVX512`] queries: scores, softmax, and `p·v`, each widened vector serving all.
     #[target_feature(enable = "avx512f,avx2,fma,f16c")]
-    unsafe fn block_avx512<const I8: bool>(
+    unsafe fn block_avx512(
         n: usize,
         qp: *const f32,
         kb: *const u8,
@@ -350,37 +315,32 @@ mod x86 {
         op: *mut f32,
     ) {
         match n {
-            5 => scores_avx512::<I8, 5>(qp, kb, t, pp),
-            4 => scores_avx512::<I8, 4>(qp, kb, t, pp),
-            3 => scores_avx512::<I8, 3>(qp, kb, t, pp),
-            2 => scores_avx512::<I8, 2>(qp, kb, t, pp),
-            _ => scores_avx512::<I8, 1>(qp, kb, t, pp),
+            5 => scores_avx512::<5>(qp, kb, t, pp),
+            4 => scores_avx512::<4>(qp, kb, t, pp),
+            3 => scores_avx512::<3>(qp, kb, t, pp),
+            2 => scores_avx512::<2>(qp, kb, t, pp),
+            _ => scores_avx512::<1>(qp, kb, t, pp),
         }
         for r in 0..n {
             softmax_in_place::<true>(std::slice::from_raw_parts_mut(pp.add(r * t), t));
         }
         match n {
-            5 => pv_avx512::<I8, 5>(pp, v, t, op),
-            4 => pv_avx512::<I8, 4>(pp, v, t, op),
-            3 => pv_avx512::<I8, 3>(pp, v, t, op),
-            2 => pv_avx512::<I8, 2>(pp, v, t, op),
-            _ => pv_avx512::<I8, 1>(pp, v, t, op),
+            5 => pv_avx512::<5>(pp, v, t, op),
+            4 => pv_avx512::<4>(pp, v, t, op),
+            3 => pv_avx512::<3>(pp, v, t, op),
+            2 => pv_avx512::<2>(pp, v, t, op),
+            _ => pv_avx512::<1>(pp, v, t, op),
         }
     }
 
     /// Scores of `N` queries (rows of 64 at `q`) over all `t` keys, into rows of `t` at `p`.
     #[target_feature(enable = "avx512f,avx2,fma,f16c")]
-    unsafe fn scores_avx512<const I8: bool, const N: usize>(
-        q: *const f32,
-        kb: *const u8,
-        t: usize,
-        p: *mut f32,
-    ) {
+    unsafe fn scores_avx512<const N: usize>(q: *const f32, kb: *const u8, t: usize, p: *mut f32) {
         for b in 0..t.div_ceil(KEY_BLOCK) {
             let block = b * KEY_BLOCK * HEAD;
             let mut acc = [_mm512_setzero_ps(); N];
             for c in 0..HEAD {
-                let k = load16::<I8>(kb, block + c * KEY_BLOCK);
+                let k = load16(kb, block + c * KEY_BLOCK);
                 for (r, a) in acc.iter_mut().enumerate() {
                     *a = _mm512_fmadd_ps(_mm512_set1_ps(*q.add(r * HEAD + c)), k, *a);
                 }
@@ -399,15 +359,10 @@ mod x86 {
 
     /// out rows (64 at `out`) of `N` queries = their probability rows (`t` at `p`) · v.
     #[target_feature(enable = "avx512f,avx2,fma,f16c")]
-    unsafe fn pv_avx512<const I8: bool, const N: usize>(
-        p: *const f32,
-        v: *const u8,
-        t: usize,
-        out: *mut f32,
-    ) {
+    unsafe fn pv_avx512<const N: usize>(p: *const f32, v: *const u8, t: usize, out: *mut f32) {
         let mut acc = [[_mm512_setzero_ps(); 4]; N];
         for j in 0..t {
-            let vv: [__m512; 4] = std::array::from_fn(|c| load16::<I8>(v, j * HEAD + 16 * c));
+            let vv: [__m512; 4] = std::array::from_fn(|c| load16(v, j * HEAD + 16 * c));
             for (r, a) in acc.iter_mut().enumerate() {
                 let w = _mm512_set1_ps(*p.add(r * t + j));
                 for c in 0..4 {
@@ -424,7 +379,7 @@ mod x86 {
 
     /// [`block_avx512`] on AVX2: scores for the block, `p·v` query by query.
     #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn block_avx2<const I8: bool>(
+    unsafe fn block_avx2(
         n: usize,
         qp: *const f32,
         kb: *const u8,
@@ -434,32 +389,27 @@ mod x86 {
         op: *mut f32,
     ) {
         match n {
-            4 => scores_avx2::<I8, 4>(qp, kb, t, pp),
-            3 => scores_avx2::<I8, 3>(qp, kb, t, pp),
-            2 => scores_avx2::<I8, 2>(qp, kb, t, pp),
-            _ => scores_avx2::<I8, 1>(qp, kb, t, pp),
+            4 => scores_avx2::<4>(qp, kb, t, pp),
+            3 => scores_avx2::<3>(qp, kb, t, pp),
+            2 => scores_avx2::<2>(qp, kb, t, pp),
+            _ => scores_avx2::<1>(qp, kb, t, pp),
         }
         for r in 0..n {
             softmax_in_place::<true>(std::slice::from_raw_parts_mut(pp.add(r * t), t));
-            pv_avx2::<I8>(pp.add(r * t), v, t, op.add(r * HEAD));
+            pv_avx2(pp.add(r * t), v, t, op.add(r * HEAD));
         }
     }
 
     /// [`scores_avx512`] on 8-lane vectors: each block is two halves of 8 keys.
     #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn scores_avx2<const I8: bool, const N: usize>(
-        q: *const f32,
-        kb: *const u8,
-        t: usize,
-        p: *mut f32,
-    ) {
+    unsafe fn scores_avx2<const N: usize>(q: *const f32, kb: *const u8, t: usize, p: *mut f32) {
         let mut tail = [0f32; KEY_BLOCK];
         for b in 0..t.div_ceil(KEY_BLOCK) {
             let block = b * KEY_BLOCK * HEAD;
             let mut acc = [[_mm256_setzero_ps(); 2]; N];
             for c in 0..HEAD {
-                let lo = load8::<I8>(kb, block + c * KEY_BLOCK);
-                let hi = load8::<I8>(kb, block + c * KEY_BLOCK + 8);
+                let lo = load8(kb, block + c * KEY_BLOCK);
+                let hi = load8(kb, block + c * KEY_BLOCK + 8);
                 for (r, a) in acc.iter_mut().enumerate() {
                     let w = _mm256_set1_ps(*q.add(r * HEAD + c));
                     a[0] = _mm256_fmadd_ps(w, lo, a[0]);
@@ -483,12 +433,12 @@ mod x86 {
 
     /// One query's output row (64 at `out`) = its probability row (`t` at `p`) · v.
     #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn pv_avx2<const I8: bool>(p: *const f32, v: *const u8, t: usize, out: *mut f32) {
+    unsafe fn pv_avx2(p: *const f32, v: *const u8, t: usize, out: *mut f32) {
         let mut acc = [_mm256_setzero_ps(); 8];
         for j in 0..t {
             let w = _mm256_set1_ps(*p.add(j));
             for (c, a) in acc.iter_mut().enumerate() {
-                *a = _mm256_fmadd_ps(w, load8::<I8>(v, j * HEAD + 8 * c), *a);
+                *a = _mm256_fmadd_ps(w, load8(v, j * HEAD + 8 * c), *a);
             }
         }
         for (c, a) in acc.iter().enumerate() {
@@ -590,13 +540,21 @@ mod tests {
                 assert!((*x as f64 - y).abs() <= *s as f64 * 0.5 + 1e-6, "{x} → {y}");
             }
             let want8 = reference(&q, &kd, &vd, t, d);
-            let kb8 = blocked(&k8, t, d);
+            // The int8 kernels' layouts (keys biased), as `quantize_head` writes them.
+            let mut kb8 = vec![0i8; blocked_len(t, d)];
+            let mut v8l = vec![0i8; t * d];
+            for j in 0..t {
+                for c in 0..d {
+                    kb8[cross_i8::key_index(j, c, d)] = cross_i8::biased(k8[j * d + c]) as i8;
+                    v8l[cross_i8::value_index(j, c, t, d)] = v8[j * d + c];
+                }
+            }
             let cases = [
                 (HeadKv::F16 { k: &kb16, v: &v16 }, &want16, "f16"),
                 (
                     HeadKv::I8 {
                         k: &kb8,
-                        v: &v8,
+                        v: &v8l,
                         ks: &ks,
                         vs: &vs,
                     },

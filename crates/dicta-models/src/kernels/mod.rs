@@ -4,6 +4,7 @@
 //! (`math`).
 
 pub mod attention;
+mod cross_i8;
 pub(crate) mod cross_lowp;
 mod cross_rows;
 pub mod int8;
