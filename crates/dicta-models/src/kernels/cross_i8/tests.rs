@@ -114,6 +114,43 @@ fn the_layouts_place_every_element_once() {
         // Keys fill whole blocks of 16 (the last one zero-padded).
         assert_eq!(keys.iter().filter(|&&x| x).count(), t * d);
     }
+    // `quantize_head` places each key and value where the index functions say: integer inputs
+    // with every channel reaching ±127 quantize to themselves.
+    for &(t, d) in &[(3, 64), (37, 6), (21, 20), (18, 1)] {
+        let x = |j: usize, c: usize| -> f32 {
+            if j == 0 {
+                127.0
+            } else {
+                ((j * 7 + c * 3) % 255) as f32 - 127.0
+            }
+        };
+        let rows: Vec<Vec<f32>> = (0..t).map(|j| (0..d).map(|c| x(j, c)).collect()).collect();
+        let (mut kb, mut vb) = (vec![0u8; blocked_len(t, d)], vec![0u8; t * d]);
+        let mut scales = vec![0f32; 2 * d];
+        quantize_head(
+            (t, d),
+            |j| &rows[j],
+            |j| &rows[j],
+            &mut kb,
+            &mut vb,
+            &mut scales,
+        );
+        for j in 0..t {
+            for c in 0..d {
+                let want = x(j, c) as i8;
+                assert_eq!(
+                    kb[key_index(j, c, d)],
+                    biased(want),
+                    "{t}x{d} key ({j}, {c})"
+                );
+                assert_eq!(
+                    vb[value_index(j, c, t, d)] as i8,
+                    want,
+                    "{t}x{d} value ({j}, {c})"
+                );
+            }
+        }
+    }
     assert_eq!(biased(-127), 1);
     assert_eq!(biased(0), 128);
     assert_eq!(biased(127), 255);
