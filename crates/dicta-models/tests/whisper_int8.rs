@@ -350,10 +350,11 @@ fn int8_transcripts_vs_fp32_on_shared_data() {
     assert!(w8 <= w32 + 0.01, "int8 WER {w8} vs fp32 {w32}");
 }
 
-/// The int8 cross-attention kernel (integer dot products, queries and probabilities rounded to
-/// 15 and 24 bits of their largest) adds almost nothing to the error of storing the keys and
+/// The int8 cross-attention kernel adds almost nothing to the error of storing the keys and
 /// values in int8, on real encoder states (their outlier channels included): against f32
-/// attention, its error is within 2% of exact f64 attention over the stored int8 values.
+/// attention, its error is within 2% of exact f64 attention over the stored int8 values, and
+/// the two differ by under 5% of it. (Session 36 held an integer-dot-product kernel to this:
+/// 7.012e-3 against 6.999e-3.)
 #[test]
 fn int8_cross_attention_error_is_the_storage_rounding_on_real_states() {
     let Some(m) = model() else { return };

@@ -4,11 +4,12 @@
 //! A decoder step's cross-attention reads every key and value of its window (tiny.en: 4 layers
 //! × 2 × 1500 × 384, 18 MB in f32 per row), once per token, so it is bound by memory
 //! bandwidth once a batch's windows outgrow the cache. Low-precision storage cuts that traffic:
-//! f16 (10 mantissa bits) halves it, int8 with one scale per channel quarters it. The f16 kernels
-//! here widen values to f32 in registers and every sum is f32; int8 runs as integer dot products
-//! in [`super::cross_i8`] (this module quantizes its keys and values, [`quantize_head`]).
+//! f16 (10 mantissa bits) halves it, int8 with one scale per channel quarters it. Values are
+//! widened to f32 in registers and every sum is f32. For int8, key `j` channel `c` is
+//! `ks[c] · k8[j][c]`, so a score `Σ_c q[c]·ks[c]·k8[j][c]` takes the scale in the query, and
+//! an output `Σ_j p[j]·vs[c]·v8[j][c]` takes it after the sum: the loops see plain integers.
 //!
-//! f16 keys are stored in blocks of [`KEY_BLOCK`] keys, each block dimension-major ([D, 16]): a
+//! Keys are stored in blocks of [`KEY_BLOCK`] keys, each block dimension-major ([D, 16]): a
 //! query's 16 scores of a block are the 16 lanes of one vector, D multiply-adds and no
 //! horizontal sum (key-major, reducing each score across lanes cost more than computing it),
 //! and up to four queries share each widened key vector (a prompt's positions, or a
@@ -18,7 +19,6 @@
 //! and left-padded batches rely on.
 
 use super::attention::Level;
-use super::cross_i8;
 use super::softmax_in_place;
 use half::f16;
 
@@ -51,8 +51,7 @@ pub(super) enum HeadKv<'a> {
         v: &'a [f16],
     },
     /// Integers with per-channel scales: key channel `c` is `ks[c] · k[..][c]`, value channel
-    /// `c` is `vs[c] · v[..][c]` (`ks`, `vs`: D each), in [`super::cross_i8`]'s layouts (keys
-    /// biased by 128).
+    /// `c` is `vs[c] · v[..][c]` (`ks`, `vs`: D each).
     I8 {
         k: &'a [i8],
         v: &'a [i8],
@@ -82,7 +81,7 @@ pub(super) fn attend_head_lowp(
             };
             // SAFETY: `k` and `v` hold `t` keys of `d` dims (asserted).
             unsafe {
-                run(
+                run::<false>(
                     level,
                     q,
                     k.as_ptr().cast(),
@@ -95,18 +94,45 @@ pub(super) fn attend_head_lowp(
             }
         }
         HeadKv::I8 { k, v, ks, vs } => {
-            super::cross_i8::attend_head_i8(level, q, (k, v), (ks, vs), t, d, p, out)
+            assert!(
+                k.len() >= blocked_len(t, d) && v.len() >= t * d && ks.len() == d && vs.len() == d
+            );
+            // The key scales go into the queries, the value scales onto the outputs.
+            let qs: Vec<f32> = q[..m * d]
+                .iter()
+                .enumerate()
+                .map(|(i, &x)| x * ks[i % d])
+                .collect();
+            let portable = |p: &mut [f32], o: &mut [f32]| {
+                attend_portable(&qs, |i| k[i] as f32, |i| v[i] as f32, t, d, p, o)
+            };
+            // SAFETY: as above.
+            unsafe {
+                run::<true>(
+                    level,
+                    &qs,
+                    k.as_ptr().cast(),
+                    v.as_ptr().cast(),
+                    (t, d),
+                    p,
+                    out,
+                    portable,
+                )
+            };
+            for row in out[..m * d].chunks_exact_mut(d) {
+                row.iter_mut().zip(vs).for_each(|(o, s)| *o *= s);
+            }
         }
     }
 }
 
-/// The vector kernel for f16 storage where `level` has one, else `portable`.
+/// The vector kernel for int8 (`I8`) or f16 storage where `level` has one, else `portable`.
 ///
 /// # Safety
-/// `k` points at one head's blocked f16 keys and `v` at its values, `t` keys of `d` dims
-/// each; `p` and `out` hold the sizes [`attend_head_lowp`] asserts.
+/// `k` points at one head's blocked keys and `v` at its values, `t` keys of `d` dims each, in
+/// the storage `I8` names; `p` and `out` hold the sizes [`attend_head_lowp`] asserts.
 #[allow(clippy::too_many_arguments)]
-unsafe fn run(
+unsafe fn run<const I8: bool>(
     level: Level,
     q: &[f32],
     k: *const u8,
@@ -119,7 +145,7 @@ unsafe fn run(
     #[cfg(target_arch = "x86_64")]
     if let Some(avx512) = vector_level(level, d) {
         // SAFETY: the level was checked against the CPU's features; sizes as the caller says.
-        return x86::attend(avx512, q, k, v, t, p, out);
+        return x86::attend::<I8>(avx512, q, k, v, t, p, out);
     }
     let _ = (level, q, k, v, t, d);
     portable(p, out)
@@ -218,9 +244,8 @@ pub fn quantize_channels<'a>(
 }
 
 /// Quantizes one head's `t` keys and values of `d` channels (`key(j)`, `value(j)`: position
-/// `j`'s `d` values) into the int8 layout of [`HeadKv::I8`] (u8 bits): keys `kh` biased by 128
-/// in blocks of sixteen ([`blocked_len`]`(t, d)` elements, [`cross_i8::key_index`]), values
-/// `vh` (`t·d` elements, [`cross_i8::value_index`]), and `scales` [2, D] (the key channels'
+/// `j`'s `d` values) into the int8 layout of [`HeadKv::I8`] (u8 bits): blocked keys `kh`
+/// ([`blocked_len`]`(t, d)`), values `vh` [T, D], and `scales` [2, D] (the key channels'
 /// scales, then the value channels', see [`quantize_channels`]).
 pub fn quantize_head<'a>(
     (t, d): (usize, usize),
@@ -231,36 +256,16 @@ pub fn quantize_head<'a>(
     scales: &mut [f32],
 ) {
     let (ks, vs) = scales.split_at_mut(d);
-    // `key_index(j, c, d)` is `block(j) + at[c] + (j mod 16)·width[c]`: each dimension's place
-    // computed once, not per key (a window's cross K/V is 4.6 M elements for tiny.en).
-    let at: Vec<usize> = (0..d).map(|c| cross_i8::key_index(0, c, d)).collect();
-    let width: Vec<usize> = (0..d)
-        .map(|c| cross_i8::key_index(1, c, d) - at[c])
-        .collect();
     quantize_channels(t, d, key, ks, |j, q| {
-        let (block, lane) = ((j / KEY_BLOCK) * KEY_BLOCK * d, j % KEY_BLOCK);
-        // Whole groups of four dimensions are four consecutive bytes.
-        let whole = d / 4 * 4;
-        for (g, four) in q[..whole].chunks_exact(4).enumerate() {
-            let at = block + g * 4 * KEY_BLOCK + lane * 4;
-            for (o, &x) in kh[at..at + 4].iter_mut().zip(four) {
-                *o = cross_i8::biased(x);
-            }
-        }
-        for c in whole..d {
-            kh[block + at[c] + lane * width[c]] = cross_i8::biased(q[c]);
+        // Keys into blocks of 16 ([`KEY_BLOCK`]), dimension-major.
+        let base = blocked_index(j, 0, d);
+        for (c, &x) in q.iter().enumerate() {
+            kh[base + c * KEY_BLOCK] = x as u8;
         }
     });
-    // Values: channel `c` of key `j` at `value_index(j, 0, t, d) + c·step`.
     quantize_channels(t, d, value, vs, |j, q| {
-        let base = cross_i8::value_index(j, 0, t, d);
-        let step = if d > 1 {
-            cross_i8::value_index(j, 1, t, d) - base
-        } else {
-            1
-        };
-        for (c, &x) in q.iter().enumerate() {
-            vh[base + c * step] = x as u8;
+        for (o, &x) in vh[j * d..(j + 1) * d].iter_mut().zip(q) {
+            *o = x as u8;
         }
     });
 }
@@ -277,27 +282,35 @@ mod x86 {
     /// Queries per block on AVX2 (16 registers).
     const QB_AVX2: usize = 4;
 
-    /// 16 f16 elements from element `i` of `p` widened to f32.
+    /// 16 elements from element `i` of `p` (int8 when `I8`, else f16) widened to f32.
     #[target_feature(enable = "avx512f,avx2,fma,f16c")]
     #[inline]
-    unsafe fn load16(p: *const u8, i: usize) -> __m512 {
-        _mm512_cvtph_ps(_mm256_loadu_si256(p.add(2 * i) as *const _))
+    unsafe fn load16<const I8: bool>(p: *const u8, i: usize) -> __m512 {
+        if I8 {
+            _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(p.add(i) as *const _)))
+        } else {
+            _mm512_cvtph_ps(_mm256_loadu_si256(p.add(2 * i) as *const _))
+        }
     }
 
-    /// 8 f16 elements from element `i` of `p` widened to f32.
+    /// 8 elements from element `i` of `p` widened to f32 (see [`load16`]).
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
-    unsafe fn load8(p: *const u8, i: usize) -> __m256 {
-        _mm256_cvtph_ps(_mm_loadu_si128(p.add(2 * i) as *const _))
+    unsafe fn load8<const I8: bool>(p: *const u8, i: usize) -> __m256 {
+        if I8 {
+            _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(p.add(i) as *const _)))
+        } else {
+            _mm256_cvtph_ps(_mm_loadu_si128(p.add(2 * i) as *const _))
+        }
     }
 
     /// Runs the queries in blocks of up to [`QB_AVX512`] or [`QB_AVX2`] on AVX-512 (`avx512`) or
-    /// AVX2 kernels; keys `kb` and values `v` are f16.
+    /// AVX2 kernels; keys `kb` and values `v` are int8 when `I8`, else f16.
     ///
     /// # Safety
     /// The CPU has the level's features (with F16C); `kb` holds one head's blocked keys and `v`
     /// its values for `t` keys, `p` and `out` the sizes [`super::attend_head_lowp`] asserts.
-    pub(super) unsafe fn attend(
+    pub(super) unsafe fn attend<const I8: bool>(
         avx512: bool,
         q: &[f32],
         kb: *const u8,
@@ -317,9 +330,9 @@ mod x86 {
                 out.as_mut_ptr().add(i * HEAD),
             );
             if avx512 {
-                block_avx512(n, qp, kb, v, t, pp, op);
+                block_avx512::<I8>(n, qp, kb, v, t, pp, op);
             } else {
-                block_avx2(n, qp, kb, v, t, pp, op);
+                block_avx2::<I8>(n, qp, kb, v, t, pp, op);
             }
             i += n;
         }
@@ -327,7 +340,7 @@ mod x86 {
 
     /// `n` ≤ [`QB_AVX512`] queries: scores, softmax, and `p·v`, each widened vector serving all.
     #[target_feature(enable = "avx512f,avx2,fma,f16c")]
-    unsafe fn block_avx512(
+    unsafe fn block_avx512<const I8: bool>(
         n: usize,
         qp: *const f32,
         kb: *const u8,
@@ -337,32 +350,37 @@ mod x86 {
         op: *mut f32,
     ) {
         match n {
-            5 => scores_avx512::<5>(qp, kb, t, pp),
-            4 => scores_avx512::<4>(qp, kb, t, pp),
-            3 => scores_avx512::<3>(qp, kb, t, pp),
-            2 => scores_avx512::<2>(qp, kb, t, pp),
-            _ => scores_avx512::<1>(qp, kb, t, pp),
+            5 => scores_avx512::<I8, 5>(qp, kb, t, pp),
+            4 => scores_avx512::<I8, 4>(qp, kb, t, pp),
+            3 => scores_avx512::<I8, 3>(qp, kb, t, pp),
+            2 => scores_avx512::<I8, 2>(qp, kb, t, pp),
+            _ => scores_avx512::<I8, 1>(qp, kb, t, pp),
         }
         for r in 0..n {
             softmax_in_place::<true>(std::slice::from_raw_parts_mut(pp.add(r * t), t));
         }
         match n {
-            5 => pv_avx512::<5>(pp, v, t, op),
-            4 => pv_avx512::<4>(pp, v, t, op),
-            3 => pv_avx512::<3>(pp, v, t, op),
-            2 => pv_avx512::<2>(pp, v, t, op),
-            _ => pv_avx512::<1>(pp, v, t, op),
+            5 => pv_avx512::<I8, 5>(pp, v, t, op),
+            4 => pv_avx512::<I8, 4>(pp, v, t, op),
+            3 => pv_avx512::<I8, 3>(pp, v, t, op),
+            2 => pv_avx512::<I8, 2>(pp, v, t, op),
+            _ => pv_avx512::<I8, 1>(pp, v, t, op),
         }
     }
 
     /// Scores of `N` queries (rows of 64 at `q`) over all `t` keys, into rows of `t` at `p`.
     #[target_feature(enable = "avx512f,avx2,fma,f16c")]
-    unsafe fn scores_avx512<const N: usize>(q: *const f32, kb: *const u8, t: usize, p: *mut f32) {
+    unsafe fn scores_avx512<const I8: bool, const N: usize>(
+        q: *const f32,
+        kb: *const u8,
+        t: usize,
+        p: *mut f32,
+    ) {
         for b in 0..t.div_ceil(KEY_BLOCK) {
             let block = b * KEY_BLOCK * HEAD;
             let mut acc = [_mm512_setzero_ps(); N];
             for c in 0..HEAD {
-                let k = load16(kb, block + c * KEY_BLOCK);
+                let k = load16::<I8>(kb, block + c * KEY_BLOCK);
                 for (r, a) in acc.iter_mut().enumerate() {
                     *a = _mm512_fmadd_ps(_mm512_set1_ps(*q.add(r * HEAD + c)), k, *a);
                 }
@@ -381,10 +399,15 @@ mod x86 {
 
     /// out rows (64 at `out`) of `N` queries = their probability rows (`t` at `p`) · v.
     #[target_feature(enable = "avx512f,avx2,fma,f16c")]
-    unsafe fn pv_avx512<const N: usize>(p: *const f32, v: *const u8, t: usize, out: *mut f32) {
+    unsafe fn pv_avx512<const I8: bool, const N: usize>(
+        p: *const f32,
+        v: *const u8,
+        t: usize,
+        out: *mut f32,
+    ) {
         let mut acc = [[_mm512_setzero_ps(); 4]; N];
         for j in 0..t {
-            let vv: [__m512; 4] = std::array::from_fn(|c| load16(v, j * HEAD + 16 * c));
+            let vv: [__m512; 4] = std::array::from_fn(|c| load16::<I8>(v, j * HEAD + 16 * c));
             for (r, a) in acc.iter_mut().enumerate() {
                 let w = _mm512_set1_ps(*p.add(r * t + j));
                 for c in 0..4 {
@@ -401,7 +424,7 @@ mod x86 {
 
     /// [`block_avx512`] on AVX2: scores for the block, `p·v` query by query.
     #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn block_avx2(
+    unsafe fn block_avx2<const I8: bool>(
         n: usize,
         qp: *const f32,
         kb: *const u8,
@@ -411,27 +434,32 @@ mod x86 {
         op: *mut f32,
     ) {
         match n {
-            4 => scores_avx2::<4>(qp, kb, t, pp),
-            3 => scores_avx2::<3>(qp, kb, t, pp),
-            2 => scores_avx2::<2>(qp, kb, t, pp),
-            _ => scores_avx2::<1>(qp, kb, t, pp),
+            4 => scores_avx2::<I8, 4>(qp, kb, t, pp),
+            3 => scores_avx2::<I8, 3>(qp, kb, t, pp),
+            2 => scores_avx2::<I8, 2>(qp, kb, t, pp),
+            _ => scores_avx2::<I8, 1>(qp, kb, t, pp),
         }
         for r in 0..n {
             softmax_in_place::<true>(std::slice::from_raw_parts_mut(pp.add(r * t), t));
-            pv_avx2(pp.add(r * t), v, t, op.add(r * HEAD));
+            pv_avx2::<I8>(pp.add(r * t), v, t, op.add(r * HEAD));
         }
     }
 
     /// [`scores_avx512`] on 8-lane vectors: each block is two halves of 8 keys.
     #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn scores_avx2<const N: usize>(q: *const f32, kb: *const u8, t: usize, p: *mut f32) {
+    unsafe fn scores_avx2<const I8: bool, const N: usize>(
+        q: *const f32,
+        kb: *const u8,
+        t: usize,
+        p: *mut f32,
+    ) {
         let mut tail = [0f32; KEY_BLOCK];
         for b in 0..t.div_ceil(KEY_BLOCK) {
             let block = b * KEY_BLOCK * HEAD;
             let mut acc = [[_mm256_setzero_ps(); 2]; N];
             for c in 0..HEAD {
-                let lo = load8(kb, block + c * KEY_BLOCK);
-                let hi = load8(kb, block + c * KEY_BLOCK + 8);
+                let lo = load8::<I8>(kb, block + c * KEY_BLOCK);
+                let hi = load8::<I8>(kb, block + c * KEY_BLOCK + 8);
                 for (r, a) in acc.iter_mut().enumerate() {
                     let w = _mm256_set1_ps(*q.add(r * HEAD + c));
                     a[0] = _mm256_fmadd_ps(w, lo, a[0]);
@@ -455,12 +483,12 @@ mod x86 {
 
     /// One query's output row (64 at `out`) = its probability row (`t` at `p`) · v.
     #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn pv_avx2(p: *const f32, v: *const u8, t: usize, out: *mut f32) {
+    unsafe fn pv_avx2<const I8: bool>(p: *const f32, v: *const u8, t: usize, out: *mut f32) {
         let mut acc = [_mm256_setzero_ps(); 8];
         for j in 0..t {
             let w = _mm256_set1_ps(*p.add(j));
             for (c, a) in acc.iter_mut().enumerate() {
-                *a = _mm256_fmadd_ps(w, load8(v, j * HEAD + 8 * c), *a);
+                *a = _mm256_fmadd_ps(w, load8::<I8>(v, j * HEAD + 8 * c), *a);
             }
         }
         for (c, a) in acc.iter().enumerate() {
@@ -562,21 +590,13 @@ mod tests {
                 assert!((*x as f64 - y).abs() <= *s as f64 * 0.5 + 1e-6, "{x} → {y}");
             }
             let want8 = reference(&q, &kd, &vd, t, d);
-            // The int8 kernels' layouts (keys biased), as `quantize_head` writes them.
-            let mut kb8 = vec![0i8; blocked_len(t, d)];
-            let mut v8l = vec![0i8; t * d];
-            for j in 0..t {
-                for c in 0..d {
-                    kb8[cross_i8::key_index(j, c, d)] = cross_i8::biased(k8[j * d + c]) as i8;
-                    v8l[cross_i8::value_index(j, c, t, d)] = v8[j * d + c];
-                }
-            }
+            let kb8 = blocked(&k8, t, d);
             let cases = [
                 (HeadKv::F16 { k: &kb16, v: &v16 }, &want16, "f16"),
                 (
                     HeadKv::I8 {
                         k: &kb8,
-                        v: &v8l,
+                        v: &v8,
                         ks: &ks,
                         vs: &vs,
                     },

@@ -4,7 +4,6 @@
 //! (`math`).
 
 pub mod attention;
-mod cross_i8;
 pub(crate) mod cross_lowp;
 mod cross_rows;
 pub mod int8;
