@@ -31,6 +31,12 @@ pub struct SpeakerArgs {
     /// Cosine distance at which clustering stops merging (estimates the speaker count).
     #[arg(long, default_value_t = DiarizeOptions::default().threshold)]
     pub speaker_threshold: f32,
+    /// Length of the windows speaker embeddings are taken from (seconds, 0.5–10).
+    #[arg(long, default_value_t = DiarizeOptions::default().window_seconds)]
+    pub speaker_window: f32,
+    /// Step between embedding windows (seconds, at most `--speaker-window`).
+    #[arg(long, default_value_t = DiarizeOptions::default().step_seconds)]
+    pub speaker_step: f32,
 }
 
 impl SpeakerArgs {
@@ -41,7 +47,8 @@ impl SpeakerArgs {
             min_speakers: self.min_speakers,
             max_speakers: self.max_speakers,
             threshold: self.speaker_threshold,
-            ..DiarizeOptions::default()
+            window_seconds: self.speaker_window,
+            step_seconds: self.speaker_step,
         }
     }
 
@@ -88,6 +95,11 @@ pub struct DiarizeArgs {
     /// Voice activity detector: a known name or a `.onnx` file / folder.
     #[arg(long, env = "DICTA_VAD_MODEL", default_value = fetch::DEFAULT_VAD_MODEL)]
     pub vad_model: String,
+    /// Also write `DIR/<file stem>.json`: every embedding window (start, end, the stretch it
+    /// labels, its 192-d speaker embedding) — for speaker search, or to study the clustering
+    /// (`tools/diarization/replay.py`).
+    #[arg(long)]
+    pub embeddings_dir: Option<PathBuf>,
     /// Hide fetch progress.
     #[arg(long)]
     pub quiet: bool,
@@ -115,9 +127,21 @@ pub fn run(args: &DiarizeArgs, g: &Globals) -> Result<u8> {
     } else {
         indicatif::ProgressBar::new(inputs.len() as u64)
     };
+    if let Some(dir) = &args.embeddings_dir {
+        fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let json_names = crate::transcribe_cmd::output_names(&inputs, "json");
     let mut results = Vec::with_capacity(inputs.len());
-    for input in &inputs {
-        results.extend(diarizer.diarize(std::slice::from_ref(input), &opts));
+    for (input, name) in inputs.iter().zip(&json_names) {
+        let r = match &args.embeddings_dir {
+            // The windows are embedded once and clustered from the same embeddings.
+            Some(dir) => with_embeddings(&diarizer, input, &opts, &dir.join(name))?,
+            None => diarizer
+                .diarize(std::slice::from_ref(input), &opts)
+                .pop()
+                .expect("one result per input"),
+        };
+        results.push(r);
         bar.inc(1);
     }
     bar.finish_and_clear();
@@ -162,6 +186,25 @@ pub fn run(args: &DiarizeArgs, g: &Globals) -> Result<u8> {
         None => std::io::stdout().lock().write_all(body.as_bytes())?,
     }
     Ok(if failed > 0 { 1 } else { 0 })
+}
+
+/// Diarizes one input and writes its embedding windows to `path` (an input that fails writes
+/// nothing); errors only when the file cannot be written.
+fn with_embeddings(
+    diarizer: &Diarizer,
+    input: &Input,
+    opts: &DiarizeOptions,
+    path: &std::path::Path,
+) -> Result<dicta_core::Result<DiarizeResult>> {
+    let (result, windows) = match diarizer.diarize_windows(input, opts) {
+        Ok(r) => r,
+        Err(e) => return Ok(Err(e)),
+    };
+    let body = serde_json::to_string(&json!({
+        "id": input.id, "audio": input.audio, "options": opts, "windows": windows,
+    }))?;
+    fs::write(path, body).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(Ok(result))
 }
 
 /// The recording name RTTM lines carry: the file stem.

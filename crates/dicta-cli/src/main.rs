@@ -37,7 +37,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Transcribe audio files (no server needed).
-    Transcribe(transcribe_cmd::TranscribeArgs),
+    Transcribe(Box<transcribe_cmd::TranscribeArgs>),
     /// Find speech in audio files (Silero VAD); prints speech segments as JSON.
     Vad(vad_cmd::VadCmdArgs),
     /// Who spoke when: speaker turns as RTTM (or JSON).

@@ -140,3 +140,71 @@ fn transcribe_diarize_prefixes_srt_cues() {
     assert!(cues.len() >= 3, "{srt}");
     assert!(srt.contains("[SPEAKER_00]"), "{srt}");
 }
+
+/// `--embeddings-dir` writes every window the turns came from, with `--speaker-window` /
+/// `--speaker-step` honoured: clustering those embeddings again (as `tools/diarization/replay.py`
+/// does) gives the RTTM's turns, and a broken input writes no file.
+#[test]
+fn embedding_windows_round_trip_to_the_turns() {
+    let Some(models) = model_flags() else { return };
+    let tmp = std::env::temp_dir().join(format!("dicta-diarize-emb-{}", std::process::id()));
+    let sample = format!("{DATA}/pyannote_audio/sample.wav");
+    let (emb_dir, rttm_dir) = (tmp.join("emb"), tmp.join("rttm"));
+    let (code, _) = dicta(
+        &[
+            "diarize",
+            &sample,
+            "/nonexistent/missing.wav",
+            "--output-dir",
+            rttm_dir.to_str().unwrap(),
+            "--embeddings-dir",
+            emb_dir.to_str().unwrap(),
+            "--speaker-window",
+            "1",
+            "--speaker-step",
+            "0.5",
+        ],
+        &models,
+    );
+    assert_eq!(code, 1, "a broken input makes the exit code 1");
+    assert!(!emb_dir.join("missing.json").exists());
+    let v: Value =
+        serde_json::from_str(&std::fs::read_to_string(emb_dir.join("sample.json")).unwrap())
+            .unwrap();
+    let opts: dicta_engine::diarize::DiarizeOptions =
+        serde_json::from_value(v["options"].clone()).unwrap();
+    assert_eq!((opts.window_seconds, opts.step_seconds), (1.0, 0.5));
+    let windows: Vec<dicta_engine::diarize::SpeakerWindow> =
+        serde_json::from_value(v["windows"].clone()).unwrap();
+    assert!(windows.len() > 30, "{} windows", windows.len());
+    for (a, b) in windows.iter().zip(&windows[1..]) {
+        assert!(
+            a.end - a.start <= 1.0 + 1e-9 && a.start < b.start,
+            "{a:?} {b:?}"
+        );
+        // Within a region (owned stretches touch) windows start every 0.5 s, except the last,
+        // which ends at the region's end.
+        if a.own.1 == b.own.0 && (b.end - b.start - 1.0).abs() < 1e-9 && b.own.1 != b.end {
+            assert!((b.start - a.start - 0.5).abs() < 1e-3, "{a:?} {b:?}");
+        }
+    }
+    let embedded = windows.iter().filter_map(|w| w.embedding.as_ref());
+    assert!(embedded.clone().count() > 30);
+    for e in embedded {
+        let norm = e.iter().map(|x| x * x).sum::<f32>().sqrt();
+        assert!(
+            e.len() == 192 && (norm - 1.0).abs() < 1e-4,
+            "{} {norm}",
+            e.len()
+        );
+    }
+    let again = dicta_engine::diarize::rttm::write(
+        "sample",
+        &dicta_engine::diarize::turns_from_embeddings(&windows, &opts),
+    );
+    assert_eq!(
+        again,
+        std::fs::read_to_string(rttm_dir.join("sample.rttm")).unwrap()
+    );
+    let _ = std::fs::remove_dir_all(&tmp);
+}

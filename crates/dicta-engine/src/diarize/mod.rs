@@ -64,6 +64,22 @@ pub fn vad_options() -> VadOptions {
     }
 }
 
+impl DiarizeResult {
+    /// The result of `input` (`samples` long at 16 kHz) with these turns.
+    pub fn new(input: &Input, samples: usize, turns: Vec<SpeakerTurn>) -> Self {
+        let mut speakers: Vec<&str> = turns.iter().map(|t| t.speaker.as_str()).collect();
+        speakers.sort_unstable();
+        speakers.dedup();
+        Self {
+            id: input.id.clone(),
+            audio: input.audio.clone(),
+            duration: samples as f64 / RATE as f64,
+            speakers: speakers.len(),
+            turns,
+        }
+    }
+}
+
 /// A voice activity detector and a speaker encoder (shareable).
 pub struct Diarizer {
     vad: Vad,
@@ -96,26 +112,33 @@ impl Diarizer {
     pub fn diarize(&self, inputs: &[Input], opts: &DiarizeOptions) -> Vec<Result<DiarizeResult>> {
         inputs
             .iter()
-            .map(|input| {
-                let audio = crate::engine::load_audio(input)?;
-                // `turns` checks the options.
-                let turns = self.turns(&audio, opts)?;
-                let mut speakers: Vec<&str> = turns.iter().map(|t| t.speaker.as_str()).collect();
-                speakers.sort_unstable();
-                speakers.dedup();
-                Ok(DiarizeResult {
-                    id: input.id.clone(),
-                    audio: input.audio.clone(),
-                    duration: audio.len() as f64 / RATE as f64,
-                    speakers: speakers.len(),
-                    turns,
-                })
-            })
+            .map(|input| self.diarize_windows(input, opts).map(|(r, _)| r))
             .collect()
+    }
+
+    /// [`Diarizer::diarize`] of one input, with the embedding windows its turns came from.
+    pub fn diarize_windows(
+        &self,
+        input: &Input,
+        opts: &DiarizeOptions,
+    ) -> Result<(DiarizeResult, Vec<SpeakerWindow>)> {
+        let audio = crate::engine::load_audio(input)?;
+        // `embeddings` checks the options.
+        let windows = self.embeddings(&audio, opts)?;
+        let turns = turns_from_embeddings(&windows, opts);
+        Ok((DiarizeResult::new(input, audio.len(), turns), windows))
     }
 
     /// Speaker turns of one decoded 16 kHz recording (none for silence).
     pub fn turns(&self, audio: &[f32], opts: &DiarizeOptions) -> Result<Vec<SpeakerTurn>> {
+        let windows = self.embeddings(audio, opts)?;
+        Ok(turns_from_embeddings(&windows, opts))
+    }
+
+    /// The embedding windows of one decoded 16 kHz recording, in time order: speech regions
+    /// cut into `window_seconds` every `step_seconds`, each with its L2-normalised embedding
+    /// (`None` under 0.4 s). Steps 1–3 of the pipeline; [`turns_from_embeddings`] does the rest.
+    pub fn embeddings(&self, audio: &[f32], opts: &DiarizeOptions) -> Result<Vec<SpeakerWindow>> {
         opts.validate()?;
         let regions = self.vad.speech(audio, &vad_options())?;
         let win = (opts.window_seconds * RATE as f32) as usize;
@@ -128,30 +151,73 @@ impl Diarizer {
             .iter()
             .map(|&i| &audio[windows[i].start..windows[i].end])
             .collect();
-        let mut emb = self.encoder.embed(&clips)?;
-        for e in &mut emb {
-            let n = e.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-12);
-            e.iter_mut().for_each(|v| *v /= n);
-        }
-        let spans: Vec<(usize, usize)> = embedded
+        let mut emb = self.encoder.embed(&clips)?.into_iter();
+        let secs = |s: usize| s as f64 / RATE as f64;
+        Ok(windows
             .iter()
-            .map(|&i| (windows[i].start, windows[i].end))
-            .collect();
-        let labels = assign(&emb, &spans, opts);
-        // Windows not embedded take the label of the nearest embedded window.
-        let mut label = vec![0usize; windows.len()];
-        for (i, w) in windows.iter().enumerate() {
-            label[i] = match embedded.binary_search(&i) {
-                Ok(k) => labels[k],
-                Err(_) => embedded
-                    .iter()
-                    .zip(&labels)
-                    .min_by_key(|(&j, _)| windows[j].own.0.abs_diff(w.own.0))
-                    .map_or(0, |(_, &l)| l),
-            };
-        }
-        Ok(turns_of(&windows, &label))
+            .map(|w| SpeakerWindow {
+                start: secs(w.start),
+                end: secs(w.end),
+                own: (secs(w.own.0), secs(w.own.1)),
+                embedding: (w.end - w.start >= MIN_REGION).then(|| {
+                    let mut e = emb.next().expect("one embedding per embedded window");
+                    let n = e.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-12);
+                    e.iter_mut().for_each(|v| *v /= n);
+                    e
+                }),
+            })
+            .collect())
     }
+}
+
+/// One embedding window of a recording (times in seconds).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpeakerWindow {
+    /// Start of the embedded audio.
+    pub start: f64,
+    /// End of the embedded audio.
+    pub end: f64,
+    /// The stretch of its speech region this window labels (nearest its centre).
+    pub own: (f64, f64),
+    /// L2-normalised 192-d ECAPA embedding; `None` for a region under 0.4 s (it takes the
+    /// speaker of the nearest embedded window).
+    pub embedding: Option<Vec<f32>>,
+}
+
+/// Speaker turns from a recording's windows ([`Diarizer::embeddings`]): steps 4–5 of the
+/// pipeline.
+pub fn turns_from_embeddings(windows: &[SpeakerWindow], opts: &DiarizeOptions) -> Vec<SpeakerTurn> {
+    let embedded: Vec<usize> = (0..windows.len())
+        .filter(|&i| windows[i].embedding.is_some())
+        .collect();
+    let emb: Vec<Vec<f32>> = embedded
+        .iter()
+        .map(|&i| windows[i].embedding.clone().expect("embedded"))
+        .collect();
+    // Sample positions keep the clustering's overlap tests exact.
+    let at = |t: f64| (t * RATE as f64).round() as usize;
+    let spans: Vec<(usize, usize)> = embedded
+        .iter()
+        .map(|&i| (at(windows[i].start), at(windows[i].end)))
+        .collect();
+    let labels = assign(&emb, &spans, opts);
+    // Windows not embedded take the label of the nearest embedded window.
+    let mut label = vec![0usize; windows.len()];
+    for (i, w) in windows.iter().enumerate() {
+        label[i] = match embedded.binary_search(&i) {
+            Ok(k) => labels[k],
+            Err(_) => embedded
+                .iter()
+                .zip(&labels)
+                .min_by(|(&a, _), (&b, _)| {
+                    (windows[a].own.0 - w.own.0)
+                        .abs()
+                        .total_cmp(&(windows[b].own.0 - w.own.0).abs())
+                })
+                .map_or(0, |(_, &l)| l),
+        };
+    }
+    turns_of(windows, &label)
 }
 
 /// Windows of one speech region: `win` samples every `step`, the last one ending at the region's
@@ -225,8 +291,8 @@ fn assign(emb: &[Vec<f32>], spans: &[(usize, usize)], opts: &DiarizeOptions) -> 
         let k_now = labels.iter().max().map_or(0, |m| m + 1);
         let counts = cluster_sizes(&labels, k_now);
         // The smallest cluster, when it is minor: under 3 windows (about 2 s of speech: too
-        // little for 1.5 s embeddings to tell a new voice from a change of style; pyannote's
-        // clustering folds far larger ones) or 5% of them.
+        // little for short-window embeddings to tell a new voice from a change of style;
+        // pyannote's clustering folds far larger ones) or 5% of them.
         let minor = n.div_ceil(20).max(3);
         let Some(small) = (0..k_now)
             .filter(|&c| counts[c] < minor && !voices.iter().any(|&w| labels[w] == c))
@@ -260,7 +326,8 @@ fn assign(emb: &[Vec<f32>], spans: &[(usize, usize)], opts: &DiarizeOptions) -> 
         }
     }
     merge_close_centroids(emb, &mut labels, lo);
-    fold_single_stretches(emb, spans, &mut labels, lo);
+    let max_windows = (ONE_STRETCH_SECONDS / opts.step_seconds).round() as usize;
+    fold_single_stretches(emb, spans, &mut labels, lo, max_windows);
     if tracing::enabled!(tracing::Level::DEBUG) {
         let k_now = labels.iter().max().map_or(0, |m| m + 1);
         let centroids = cluster_sums(emb, &labels, k_now);
@@ -284,13 +351,14 @@ fn returns(labels: &[usize], spans: &[(usize, usize)], c: usize) -> bool {
         .any(|p| p[1] > p[0] + 1 && spans[p[1]].0 >= spans[p[0]].1)
 }
 
-/// Windows (about 5 s of speech at the default 0.75 s step) up to which a cluster heard in one
-/// stretch only must be far from every other voice to count as a speaker. In the dev mixtures
-/// (240, 20 seeds) the count is the same for any bound from 6 to 20 windows: no cluster of one
-/// stretch is larger there.
-const ONE_STRETCH_MAX: usize = 6;
+/// Seconds of windows (6 windows at the default 0.75 s step; a bound in seconds keeps its
+/// meaning when `step_seconds` changes) up to which a cluster heard in one stretch only must be
+/// far from every other voice to count as a speaker. In the dev mixtures (240, 20 seeds) the
+/// count is the same for any bound from 6 to 20 windows: no cluster of one stretch is larger
+/// there.
+const ONE_STRETCH_SECONDS: f32 = 4.5;
 
-/// Folds each cluster of at most [`ONE_STRETCH_MAX`] windows heard in one stretch (see
+/// Folds each cluster of at most `max_windows` ([`ONE_STRETCH_SECONDS`]) heard in one stretch (see
 /// [`returns`]) into the cluster with the nearest mean, when that is under [`FAR_VOICE`] away,
 /// smallest first, while more than `lo` clusters remain. A few seconds of one stretch are too
 /// little to tell a new voice from a change of style, laughter, or windows straddling a change
@@ -304,6 +372,7 @@ fn fold_single_stretches(
     spans: &[(usize, usize)],
     labels: &mut [usize],
     lo: usize,
+    max_windows: usize,
 ) {
     loop {
         let k = labels.iter().max().map_or(0, |m| m + 1);
@@ -315,7 +384,7 @@ fn fold_single_stretches(
         // (windows, distance, cluster, nearest): the smallest, then the closest, first.
         let mut best: Option<(usize, f32, usize, usize)> = None;
         for c in 0..k {
-            if counts[c] > ONE_STRETCH_MAX || returns(labels, spans, c) {
+            if counts[c] > max_windows || returns(labels, spans, c) {
                 continue;
             }
             let (t, d) = (0..k)
@@ -397,21 +466,21 @@ fn cluster_sums(emb: &[Vec<f32>], labels: &[usize], k: usize) -> Vec<Vec<f32>> {
 }
 
 /// Turns from the windows' owned spans: neighbouring spans of one speaker join.
-fn turns_of(windows: &[Window], label: &[usize]) -> Vec<SpeakerTurn> {
+fn turns_of(windows: &[SpeakerWindow], label: &[usize]) -> Vec<SpeakerTurn> {
     // Labels renumbered by first appearance in time.
     let mut ids = std::collections::HashMap::new();
     let mut turns: Vec<SpeakerTurn> = Vec::new();
-    let mut last: Option<(usize, usize)> = None; // (label, end sample)
+    let mut last: Option<(usize, f64)> = None; // (label, end)
     for (w, &l) in windows.iter().zip(label) {
         let next = ids.len();
         let id = *ids.entry(l).or_insert(next);
         let (s, e) = w.own;
         match (last, turns.last_mut()) {
-            (Some((pl, pe)), Some(t)) if pl == id && pe == s => t.end = e as f64 / RATE as f64,
+            (Some((pl, pe)), Some(t)) if pl == id && pe == s => t.end = e,
             _ => turns.push(SpeakerTurn {
                 speaker: format!("SPEAKER_{id:02}"),
-                start: s as f64 / RATE as f64,
-                end: e as f64 / RATE as f64,
+                start: s,
+                end: e,
             }),
         }
         last = Some((id, e));
