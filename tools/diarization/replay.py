@@ -7,15 +7,15 @@ mixtures once, then re-run clustering rules on the saved embeddings in seconds.
 
 `dump` builds the same mixtures as evaluate.py (same seeds, same audio), runs `dicta diarize
 --embeddings-dir` (add `--extra "--speaker-window 1 --speaker-step 0.5"` to study other windows),
-and keeps each mixture's windows, its reference turns and Dicta's own RTTM; the dev set's real
-two-speaker recording (pyannote_audio/sample) goes in `DIR/sample`. `replay` re-implements the
+and keeps each mixture's windows, its reference turns and Dicta's own RTTM; two real recordings go
+in `DIR/real` (pyannote_audio/sample, 2 speakers; Resemblyzer's demo interview, 3 speakers). `replay` re-implements the
 clustering of crates/dicta-engine/src/diarize/mod.rs in numpy, checks that it finds the speaker
 counts Dicta found, and prints the counts right, DER, the misses and the real recording's count;
 edit `assign` (or the constants) to try a rule, then port the rule that wins to Rust and confirm
 it with evaluate.py.
 
-Judge a rule on the real recording as well as on the mixtures: in session 37, 1 s windows with a
-0.8 threshold gained 8 of 480 mixture counts and merged the real recording's two speakers.
+Judge a rule on the real recordings as well as on the mixtures: in session 37, 1 s windows with a
+0.8 threshold gained 8 of 480 mixture counts and merged the pyannote sample's two speakers.
 """
 import argparse
 import json
@@ -33,8 +33,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import evaluate  # noqa: E402
 
 # Constants of crates/dicta-engine/src/diarize/mod.rs.
-THRESHOLD = 0.7
-FAR_VOICE = 0.75
+THRESHOLD = 0.73
+FAR_VOICE = 0.8
 SAME_VOICE = 0.43
 ONE_STRETCH_SECONDS = 4.5
 MINOR_FLOOR = 3
@@ -57,21 +57,25 @@ def dump(args):
             subprocess.run([args.dicta, "diarize", *paths, "--output-dir", out, "--embeddings-dir", out,
                             "--quiet", *args.extra.split()], check=True)
         print(f"seed {seed}: {len(mixes)} mixtures in {out}", flush=True)
-    out = os.path.join(args.dir, "sample")
+    # Real recordings: the pyannote sample (2 speakers, with its RTTM) and Resemblyzer's demo
+    # interview (3 speakers under laughter and crosstalk; no reference turns, so count only).
+    out = os.path.join(args.dir, "real")
     os.makedirs(out, exist_ok=True)
     ref = evaluate.rttm_annotation(open(os.path.join(evaluate.DATA, "pyannote_audio/sample.rttm")).read().splitlines(),
                                    "sample")
     json.dump({"speakers": len(ref.labels()),
                "ref": [[s.start, s.end, who] for s, _, who in ref.itertracks(yield_label=True)]},
               open(os.path.join(out, "sample.ref.json"), "w"))
-    subprocess.run([args.dicta, "diarize", os.path.join(evaluate.DATA, "pyannote_audio/sample.wav"), "--output-dir",
-                    out, "--embeddings-dir", out, "--quiet", *args.extra.split()], check=True)
+    json.dump({"speakers": 3, "ref": None}, open(os.path.join(out, "X2zqiX6yL3I.16k.ref.json"), "w"))
+    subprocess.run([args.dicta, "diarize", os.path.join(evaluate.DATA, "pyannote_audio/sample.wav"),
+                    os.path.join(evaluate.DATA, "resemblyzer/X2zqiX6yL3I.16k.wav"), "--output-dir", out,
+                    "--embeddings-dir", out, "--quiet", *args.extra.split()], check=True)
 
 
-def load(dirname, sample=False):
-    """[(seed, name, windows, ref, dicta_rttm_lines)] of the mixtures (or of the real recording)"""
+def load(dirname, real=False):
+    """[(seed, name, windows, ref, dicta_rttm_lines)] of the mixtures (or of the real recordings)"""
     out = []
-    seeds = ["sample"] if sample else sorted((s for s in os.listdir(dirname) if s.isdigit()), key=int)
+    seeds = ["real"] if real else sorted((s for s in os.listdir(dirname) if s.isdigit()), key=int)
     for seed in seeds:
         d = os.path.join(dirname, seed)
         for f in sorted(os.listdir(d)):
@@ -223,13 +227,14 @@ def score(items, assign_fn, show=True):
     misses = []
     for seed, name, win, ref, _ in items:
         hyp_turns = turns(win, assign_fn)
-        r = Annotation(uri=name)
-        for s, e, v in ref["ref"]:
-            r[Segment(s, e)] = v
         h = Annotation(uri=name)
         for s, e, l in hyp_turns:
             h[Segment(s, e)] = f"S{l}"
-        total(r, h)
+        if ref["ref"] is not None:
+            r = Annotation(uri=name)
+            for s, e, v in ref["ref"]:
+                r[Segment(s, e)] = v
+            total(r, h)
         found = len(h.labels())
         if found == ref["speakers"]:
             right += 1
@@ -258,15 +263,15 @@ def main():
         dump(args)
         return
     items = load(args.dir)
-    sample = load(args.dir, sample=True)
+    real = load(args.dir, real=True)
     # The numpy rules must find Dicta's own counts, or the replay studies something else.
     agree = sum(len({l.split()[7] for l in rttm if l.startswith("SPEAKER")}) == len({t[2] for t in turns(win, assign)})
-                for _, _, win, _, rttm in items + sample)
-    print(f"replay agrees with dicta's speaker count on {agree}/{len(items) + len(sample)}")
+                for _, _, win, _, rttm in items + real)
+    print(f"replay agrees with dicta's speaker count on {agree}/{len(items) + len(real)}")
     print("mixtures:")
     score(items, assign)
-    print("the real two-speaker recording (pyannote_audio/sample):")
-    score(sample, assign)
+    print("real recordings (pyannote_audio/sample: 2 speakers, DER; resemblyzer interview: 3 speakers):")
+    score(real, assign)
 
 
 if __name__ == "__main__":
