@@ -136,10 +136,7 @@ pub fn run(args: &DiarizeArgs, g: &Globals) -> Result<u8> {
         let r = match &args.embeddings_dir {
             // The windows are embedded once and clustered from the same embeddings.
             Some(dir) => with_embeddings(&diarizer, input, &opts, &dir.join(name))?,
-            None => diarizer
-                .diarize(std::slice::from_ref(input), &opts)
-                .pop()
-                .expect("one result per input"),
+            None => diarizer.diarize_windows(input, &opts).map(|(r, _)| r),
         };
         results.push(r);
         bar.inc(1);

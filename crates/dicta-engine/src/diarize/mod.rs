@@ -93,6 +93,13 @@ struct Window {
     own: (usize, usize),
 }
 
+impl Window {
+    /// Whether the window is long enough to embed ([`MIN_REGION`]).
+    fn embedded(&self) -> bool {
+        self.end - self.start >= MIN_REGION
+    }
+}
+
 impl Diarizer {
     /// Loads the VAD (`silero_vad_v6.onnx` or its folder) and ECAPA (`embedding_model.ckpt` or
     /// its folder).
@@ -145,7 +152,7 @@ impl Diarizer {
         let step = ((opts.step_seconds * RATE as f32) as usize).max(1);
         let windows: Vec<Window> = regions.iter().flat_map(|r| plan(r, win, step)).collect();
         let embedded: Vec<usize> = (0..windows.len())
-            .filter(|&i| windows[i].end - windows[i].start >= MIN_REGION)
+            .filter(|&i| windows[i].embedded())
             .collect();
         let clips: Vec<&[f32]> = embedded
             .iter()
@@ -159,7 +166,7 @@ impl Diarizer {
                 start: secs(w.start),
                 end: secs(w.end),
                 own: (secs(w.own.0), secs(w.own.1)),
-                embedding: (w.end - w.start >= MIN_REGION).then(|| {
+                embedding: w.embedded().then(|| {
                     let mut e = emb.next().expect("one embedding per embedded window");
                     let n = e.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-12);
                     e.iter_mut().for_each(|v| *v /= n);
