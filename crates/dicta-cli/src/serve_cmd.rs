@@ -118,8 +118,8 @@ pub struct ServeArgs {
     /// CPU threads for the model (default: all cores).
     #[arg(long, env = "DICTA_THREADS")]
     pub threads: Option<usize>,
-    /// Numeric type: default (int8 on CPUs with VNNI, float32 elsewhere), float32 (the
-    /// reference), or int8 (needs a CPU with VNNI).
+    /// Numeric type: default (int8 on CPUs with VNNI or AVX2, float32 elsewhere), float32 (the
+    /// reference), or int8 (needs a CPU with VNNI or AVX2).
     #[arg(long, env = "DICTA_COMPUTE_TYPE", default_value = "default", value_parser = crate::transcribe_cmd::parse_compute_type)]
     pub compute_type: dicta_models::whisper::ComputeType,
     /// Voice activity detector for requests with `vad_filter=true`: a known name (fetched on

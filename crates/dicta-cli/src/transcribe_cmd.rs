@@ -123,9 +123,9 @@ pub struct TranscribeArgs {
     /// CPU threads for the model (default: all cores).
     #[arg(long, env = "DICTA_THREADS")]
     pub threads: Option<usize>,
-    /// Numeric type: default (int8 on x86 CPUs with AVX512-VNNI/AVX-VNNI, float32 elsewhere),
-    /// float32 (the reference, token-identical to faster-whisper float32), or int8 (every
-    /// linear layer int8; without VNNI float32 is used with a warning).
+    /// Numeric type: default (int8 on x86 CPUs with AVX512-VNNI, AVX-VNNI or AVX2, float32
+    /// elsewhere), float32 (the reference, token-identical to faster-whisper float32), or int8
+    /// (every linear layer int8; without those kernels float32 is used with a warning).
     #[arg(long, env = "DICTA_COMPUTE_TYPE", default_value = "default", value_parser = parse_compute_type)]
     pub compute_type: ComputeType,
     /// Speculative decoding (Whisper, greedy: with `--beam-size 1`): a smaller Whisper model

@@ -129,7 +129,7 @@ fn base_detects_transcribes_and_translates_as_faster_whisper() {
     );
 }
 
-/// The fp16 weights also load as int8 (where the CPU has VNNI kernels; float32 otherwise): the
+/// The fp16 weights also load as int8 (where the CPU has int8 kernels: VNNI or AVX2; float32 otherwise): the
 /// language is detected the same and the transcript stays close.
 #[test]
 fn base_fp16_weights_load_as_int8() {

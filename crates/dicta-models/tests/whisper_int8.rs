@@ -62,7 +62,9 @@ fn int8_close_to_fp32_on_real_speech() {
         return;
     };
     if m8.compute_type() != ComputeType::Int8 {
-        eprintln!("SKIPPED: this CPU has no VNNI int8 kernels, so int8 loads as float32");
+        eprintln!(
+            "SKIPPED: this CPU has no vector int8 kernels (VNNI or AVX2), so int8 loads as float32"
+        );
         return;
     }
     let mel = mel();

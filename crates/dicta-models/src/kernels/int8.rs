@@ -6,11 +6,12 @@
 //! (`vpdpbusd`), which need the activation as `u8`: rows are stored shifted by +128, and the
 //! shift's contribution (`128 · Σ_k w[c][k]`) is subtracted per channel afterwards.
 //!
-//! Because integer accumulation is exact, every dispatch level ([`Level`]: AVX-512 VNNI,
-//! AVX-VNNI, scalar) produces the same `i32` sums, and one shared epilogue turns them into
-//! `f32`, so the levels agree bit for bit (tested). The level is picked at run time; plain AVX2
-//! has no byte dot product that cannot saturate, so it takes the scalar path (callers pick
-//! float32 there: see [`int8_fast`]).
+//! Because integer accumulation is exact, every dispatch level ([`Level`]: AMX, AVX-512 VNNI,
+//! AVX-VNNI, AVX2, scalar) produces the same `i32` sums, and one shared epilogue turns them
+//! into `f32`, so the levels agree bit for bit (tested). The level is picked at run time.
+//! Plain AVX2 has no byte dot product that cannot saturate, so its tile widens the bytes to 16
+//! bits for `vpmaddwd` (exact): about half VNNI's speed here, still faster than float32 (see
+//! [`int8_fast`]).
 //!
 //! Layout of [`PackedI8`]: output channels in panels of 16; inside a panel, for each group of
 //! 4 consecutive `k`, 16 × 4 bytes (channel-major within the group), i.e. exactly one 512-bit
@@ -29,7 +30,7 @@ pub use asym::{matmul_u8_asym, PackedU8Asym};
 use quantize::{quantize_row_fast, quantize_rows, quantize_rows_to};
 use tiles::tile_scalar;
 #[cfg(target_arch = "x86_64")]
-use tiles::{tile_avx512, tile_avxvnni};
+use tiles::{tile_avx2, tile_avx512, tile_avxvnni};
 
 /// Output channels per panel (one 512-bit register of `i32`).
 const PANEL: usize = 16;
@@ -40,8 +41,8 @@ const NR: usize = 2 * PANEL;
 /// Rows per parallel task.
 const ROWS_PER_TASK: usize = 64;
 
-/// Kernel implementations, fastest first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Kernel implementations, fastest first (the order of the variants).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Level {
     /// AMX tiles (`tdpbusd`) for blocks of 16 rows and more, else as [`Level::Avx512Vnni`]
     /// (every AMX CPU has it); see the `amx` module.
@@ -50,16 +51,41 @@ pub enum Level {
     Avx512Vnni,
     /// 256-bit `vpdpbusd` (AVX-VNNI).
     AvxVnni,
+    /// Plain AVX2: bytes widened to 16 bits, exact pair sums with `vpmaddwd` (CPUs without
+    /// VNNI, e.g. AMD Zen 2 and 3, Intel before Ice Lake and Alder Lake).
+    Avx2,
     /// Portable Rust.
     Scalar,
 }
 
 impl Level {
     /// Every level this CPU can run, fastest first (always ends with [`Level::Scalar`]);
-    /// detected once.
+    /// detected once. `DICTA_INT8_LEVEL` (`avx512vnni`, `avxvnni`, `avx2` or `scalar`) drops the
+    /// levels faster than the one it names, to measure what a CPU without them runs.
     pub fn available() -> &'static [Level] {
         static LEVELS: OnceLock<Vec<Level>> = OnceLock::new();
-        LEVELS.get_or_init(Level::detect)
+        LEVELS.get_or_init(|| {
+            let mut levels = Level::detect();
+            if let Some(cap) = std::env::var("DICTA_INT8_LEVEL")
+                .ok()
+                .and_then(|v| Level::named(&v))
+            {
+                levels.retain(|&l| l >= cap);
+            }
+            levels
+        })
+    }
+
+    /// The level `DICTA_INT8_LEVEL` names (`None` for an unknown name).
+    fn named(name: &str) -> Option<Level> {
+        Some(match name.trim().to_ascii_lowercase().as_str() {
+            "amx" => Level::Amx,
+            "avx512vnni" => Level::Avx512Vnni,
+            "avxvnni" => Level::AvxVnni,
+            "avx2" => Level::Avx2,
+            "scalar" => Level::Scalar,
+            _ => return None,
+        })
     }
 
     fn detect() -> Vec<Level> {
@@ -78,6 +104,9 @@ impl Level {
             if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("avxvnni") {
                 v.push(Level::AvxVnni);
             }
+            if is_x86_feature_detected!("avx2") {
+                v.push(Level::Avx2);
+            }
         }
         v.push(Level::Scalar);
         v
@@ -89,7 +118,10 @@ impl Level {
     }
 }
 
-/// Whether this CPU has a byte dot-product kernel, so int8 is faster than float32 here.
+/// Whether this CPU has a vector int8 kernel (VNNI or AVX2), so int8 is faster than float32
+/// here. On AVX2 without VNNI (AMD Zen 2 and 3, Intel before Ice Lake), with the int8 tiles
+/// held to AVX2 on a Zen 4 (`DICTA_INT8_LEVEL=avx2`): Whisper tiny.en 1.4–1.6× float32's
+/// speed, ECAPA 1.2×, Moonshine tiny 1.3× (docs/benchmarks.md, session 38).
 pub fn int8_fast() -> bool {
     Level::best() != Level::Scalar
 }
@@ -422,6 +454,12 @@ fn tile_at(
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as above.
         (Level::AvxVnni, false) => unsafe { by_rows!(tile_avxvnni, false) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above.
+        (Level::Avx2, true) => unsafe { by_rows!(tile_avx2, true, 5, 6, 7) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above.
+        (Level::Avx2, false) => unsafe { by_rows!(tile_avx2, false, 5, 6, 7) },
         _ => tile_scalar(a, w, p, rows, tile),
     }
 }
@@ -618,6 +656,54 @@ mod tests {
                 .map(|(a, b)| (a - b).abs())
                 .fold(0f32, f32::max);
             assert!(worst < tol, "m {m} n {n} k {k}: max error {worst} > {tol}");
+        }
+    }
+
+    /// At the ends of the byte ranges (activations quantized to 255 and 0 after the shift,
+    /// weights to ±127) the sums stay exact at every level: AVX2's 16-bit pair products must
+    /// not saturate (as `vpmaddubsw` would), nor the 32-bit sums over a long `k` overflow.
+    #[test]
+    fn extreme_bytes_give_exact_sums_at_every_level() {
+        let (n, k) = (40usize, 4100usize);
+        // Channel c: all +0.5 or all −0.5, so every weight quantizes to ±127.
+        let w: Vec<f32> = (0..n * k)
+            .map(|i| if (i / k) % 2 == 0 { 0.5 } else { -0.5 })
+            .collect();
+        let packed = PackedI8::quantize(&w, n, k);
+        // Rows of +1 (bytes 255), −1 (bytes 1) and alternating signs, 9 rows (a whole tile and
+        // one more).
+        let m = 9;
+        let x: Vec<f32> = (0..m * k)
+            .map(|i| match (i / k) % 3 {
+                0 => 1.0,
+                1 => -1.0,
+                _ => {
+                    if i % 2 == 0 {
+                        1.0
+                    } else {
+                        -1.0
+                    }
+                }
+            })
+            .collect();
+        for &level in Level::available() {
+            let mut got = vec![f32::NAN; m * n];
+            matmul_i8_at(level, &x, m, &packed, None, &mut got);
+            for r in 0..m {
+                for c in 0..n {
+                    let sign = if c % 2 == 0 { 1.0 } else { -1.0 };
+                    let want = match r % 3 {
+                        0 => sign * 0.5 * k as f32,
+                        1 => -sign * 0.5 * k as f32,
+                        _ => 0.0,
+                    };
+                    let y = got[r * n + c];
+                    assert!(
+                        (y - want).abs() <= 1e-3 * (k as f32),
+                        "{level:?} row {r} channel {c}: {y}, want {want}"
+                    );
+                }
+            }
         }
     }
 

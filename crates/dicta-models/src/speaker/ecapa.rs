@@ -107,7 +107,7 @@ fn gather_rows<'a>(
 }
 
 /// A conv as a matmul over (tap, c_in) columns: float32 weights, and optionally the same
-/// weights quantized to int8 per output channel for the VNNI kernels.
+/// weights quantized to int8 per output channel for the int8 kernels (VNNI or AVX2).
 struct Conv {
     /// `[c_out, k·c_in]`, (tap, c_in) order per output channel: what int8 quantizes, and what
     /// the float32 matrix is made from; emptied once quantized (the float32 copy of the
@@ -476,7 +476,7 @@ pub struct Ecapa {
 
 impl Ecapa {
     /// Loads SpeechBrain's `embedding_model.ckpt`. `int8`: the convs over all frames run on
-    /// int8 weights (per output channel) and activations (per row) through the VNNI kernels;
+    /// int8 weights (per output channel) and activations (per row) through the int8 kernels (VNNI or AVX2);
     /// otherwise float32 (SpeechBrain's numerics). Errors (`ModelLoad`) name the tensor that is
     /// missing or misshapen.
     pub fn load(path: &Path, int8: bool) -> Result<Self> {

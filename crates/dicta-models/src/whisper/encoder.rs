@@ -66,7 +66,7 @@ pub(crate) struct Encoder {
 
 impl Encoder {
     /// Loads the encoder; with `ct` = int8 every linear layer is quantized (Dicta's VNNI kernel
-    /// runs these compute-bound matmuls 2–3× faster than the f32 gemm).
+    /// runs these compute-bound matmuls 2–3× faster than the f32 gemm; AVX2's about half that).
     pub fn load(
         wm: &mut WeightMap,
         c: &WhisperConfig,

@@ -22,8 +22,8 @@ const FEW_ROWS: usize = 16;
 /// Numeric type the model computes in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ComputeType {
-    /// The model's own choice (`default`, as in faster-whisper): int8 where the CPU has VNNI
-    /// int8 kernels, float32 elsewhere. For Whisper that is the fastest type within 0.3 WER
+    /// The model's own choice (`default`, as in faster-whisper): int8 where the CPU has vector
+    /// int8 kernels (VNNI or AVX2), float32 elsewhere. For Whisper that is the fastest type within 0.3 WER
     /// points of float32 on the dev set; Moonshine's weights ship in 8 bits and run as
     /// onnxruntime runs them. `Float32` is the reference path, token-identical to
     /// faster-whisper float32.
@@ -42,7 +42,7 @@ impl ComputeType {
     /// The type a `model` loaded with `self` runs in: `Auto` is int8 on a CPU with int8
     /// dot-product kernels ([`crate::kernels::int8::int8_fast`]) and float32 elsewhere; `Int8`
     /// falls back to float32, with a warning, where those kernels cannot run (a CPU without
-    /// VNNI, where float32 is faster, or another device, whose layers stay f32), so that stats
+    /// AVX2 or VNNI, where float32 is faster, or another device, whose layers stay f32), so that stats
     /// and logs name the type that actually ran.
     pub fn resolve(self, on_cpu: bool, model: &str) -> ComputeType {
         let fast = on_cpu && crate::kernels::int8::int8_fast();
@@ -53,7 +53,7 @@ impl ComputeType {
                 tracing::warn!(
                     model,
                     on_cpu,
-                    "int8 needs a CPU with VNNI int8 dot products (AVX512-VNNI or AVX-VNNI); \
+                    "int8 needs a CPU with vector int8 kernels (AVX512-VNNI, AVX-VNNI or AVX2); \
                      computing in float32"
                 );
                 Self::Float32

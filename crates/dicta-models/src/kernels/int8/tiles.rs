@@ -168,3 +168,108 @@ pub(super) unsafe fn tile_avxvnni<const R: usize, const PF: bool>(
         }
     }
 }
+
+/// Plain AVX2, which has no byte dot product that cannot saturate (`vpmaddubsw` clips pairs
+/// of `u8 · i8` products to `i16`): bytes are widened to 16 bits and `vpmaddwd` sums each
+/// pair of products into an `i32` lane exactly (|u8 · i8| ≤ 32 640, so a pair fits), so the
+/// sums are the other levels' to the bit. A 4-channel quarter of a panel's k-group (16 bytes)
+/// widens to one register whose lanes hold each channel's two pair sums; `vphaddd` joins them
+/// at the end. The weights still stream as bytes, a quarter of float32's: decoder steps, which
+/// wait on them, gain most.
+///
+/// 16 registers hold `ROWS × CH` sums, the rows' activations and a weight register, so a tile
+/// runs as passes of (1 row × 32 channels), (2 × 16) or (up to 4 × 8): every weight is read
+/// once per tile, the activations (a few KB, in L1) once per pass.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn tile_avx2<const R: usize, const PF: bool>(
+    a: &[u8],
+    w: &PackedI8,
+    p: usize,
+    tile: &mut [[i32; NR]; MR],
+) {
+    match R {
+        1 => pass_avx2::<1, 8, PF>(a, w, p, 0, 0, tile),
+        2 => {
+            pass_avx2::<2, 4, PF>(a, w, p, 0, 0, tile);
+            pass_avx2::<2, 4, false>(a, w, p, 0, 4, tile);
+        }
+        _ => {
+            for ch0 in (0..NR / 4).step_by(2) {
+                let pf = PF && ch0 == 0;
+                macro_rules! rows {
+                    ($rows:literal, $row0:expr) => {
+                        if pf {
+                            pass_avx2::<$rows, 2, true>(a, w, p, $row0, ch0, tile)
+                        } else {
+                            pass_avx2::<$rows, 2, false>(a, w, p, $row0, ch0, tile)
+                        }
+                    };
+                }
+                match R {
+                    3 => rows!(3, 0),
+                    _ => rows!(4, 0),
+                }
+                match R.saturating_sub(4) {
+                    0 => {}
+                    1 => rows!(1, 4),
+                    2 => rows!(2, 4),
+                    3 => rows!(3, 4),
+                    _ => rows!(4, 4),
+                }
+            }
+        }
+    }
+}
+
+/// One pass of [`tile_avx2`]: rows `row0..row0 + ROWS` × the `CH` 4-channel quarters from
+/// quarter `q0` (quarter `q` is channels `4q..4q + 4` of the panel pair; `CH` even).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn pass_avx2<const ROWS: usize, const CH: usize, const PF: bool>(
+    a: &[u8],
+    w: &PackedI8,
+    p: usize,
+    row0: usize,
+    q0: usize,
+    tile: &mut [[i32; NR]; MR],
+) {
+    use std::arch::x86_64::*;
+    const { assert!(CH.is_multiple_of(2) && CH <= NR / 4 && ROWS <= MR) };
+    let k4 = w.k4;
+    let ap = a.as_ptr().add(row0 * k4);
+    // Sums by quarter, then row.
+    let mut acc = [[_mm256_setzero_si256(); ROWS]; CH];
+    for g in 0..k4 / 4 {
+        if PF {
+            prefetch_ahead(w, p, g);
+        }
+        // Each row's four bytes of this k-group, widened and repeated for the four channels of
+        // a quarter: [a0, a1, a2, a3] × 4 as i16.
+        let mut av = [_mm256_setzero_si256(); ROWS];
+        for (r, v) in av.iter_mut().enumerate() {
+            let four = (ap.add(r * k4 + g * 4) as *const i32).read_unaligned();
+            *v = _mm256_cvtepu8_epi16(_mm_set1_epi32(four));
+        }
+        for (c, sums) in acc.iter_mut().enumerate() {
+            let q = q0 + c;
+            let at = w.group(p + q / 4, g).add((q % 4) * 16);
+            let b = _mm256_cvtepi8_epi16(_mm_loadu_si128(at as *const _));
+            for (s, a) in sums.iter_mut().zip(&av) {
+                *s = _mm256_add_epi32(*s, _mm256_madd_epi16(*a, b));
+            }
+        }
+    }
+    for r in 0..ROWS {
+        for c in (0..CH).step_by(2) {
+            // hadd: [A0, A1, B0, B1 | A2, A3, B2, B3] (channels of quarters A = c, B = c + 1);
+            // the qword permute puts them in channel order.
+            let s = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_hadd_epi32(
+                acc[c][r],
+                acc[c + 1][r],
+            ));
+            let dst = tile[row0 + r].as_mut_ptr().add((q0 + c) * 4);
+            _mm256_storeu_si256(dst as *mut _, s);
+        }
+    }
+}
