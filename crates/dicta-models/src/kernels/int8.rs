@@ -72,6 +72,7 @@ impl Level {
             {
                 levels.retain(|&l| l >= cap);
             }
+            tracing::debug!(?levels, "int8 kernel levels");
             levels
         })
     }
@@ -120,8 +121,8 @@ impl Level {
 
 /// Whether this CPU has a vector int8 kernel (VNNI or AVX2), so int8 is faster than float32
 /// here. On AVX2 without VNNI (AMD Zen 2 and 3, Intel before Ice Lake), with the int8 tiles
-/// held to AVX2 on a Zen 4 (`DICTA_INT8_LEVEL=avx2`): Whisper tiny.en 1.4–1.6× float32's
-/// speed, ECAPA 1.2×, Moonshine tiny 1.3× (docs/benchmarks.md, session 38).
+/// held to AVX2 on a Zen 4 (`DICTA_INT8_LEVEL=avx2`): Whisper tiny.en 1.3–1.6× float32's
+/// speed, ECAPA (diarization) 1.4×, Moonshine tiny 1.2× (docs/benchmarks.md, session 38).
 pub fn int8_fast() -> bool {
     Level::best() != Level::Scalar
 }
