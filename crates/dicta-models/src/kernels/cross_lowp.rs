@@ -166,6 +166,7 @@ pub(super) fn vector_level(level: Level, d: usize) -> Option<bool> {
 }
 
 /// The head size of the vector kernels (every Whisper size has heads of 64).
+#[cfg(target_arch = "x86_64")]
 pub(super) const HEAD: usize = 64;
 
 /// The scalar kernel over keys read through `key(i)` (blocked index) and values `val(i)`.

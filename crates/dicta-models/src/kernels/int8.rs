@@ -89,6 +89,8 @@ impl Level {
         })
     }
 
+    // Elsewhere than x86-64 only the scalar level is pushed.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(clippy::vec_init_then_push))]
     fn detect() -> Vec<Level> {
         let mut v = Vec::new();
         #[cfg(target_arch = "x86_64")]
@@ -226,6 +228,7 @@ impl PackedI8 {
     }
 
     /// The 64 bytes of panel `p`, k-group `g`.
+    #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     fn group(&self, p: usize, g: usize) -> *const i8 {
         debug_assert!(p < self.n_pad / PANEL && g < self.k4 / 4);
@@ -428,6 +431,7 @@ fn tile_at(
     tile: &mut [[i32; NR]; MR],
 ) {
     debug_assert!(rows >= 1);
+    #[cfg(target_arch = "x86_64")]
     macro_rules! by_rows {
         ($f:ident, $pf:literal $(, $r:literal)*) => {
             match rows {

@@ -29,20 +29,24 @@ impl Level {
     /// Every level this CPU can run, fastest first (always ends with [`Level::Scalar`]).
     pub fn available() -> &'static [Level] {
         static LEVELS: OnceLock<Vec<Level>> = OnceLock::new();
-        LEVELS.get_or_init(|| {
-            let mut v = Vec::new();
-            #[cfg(target_arch = "x86_64")]
-            {
-                if is_x86_feature_detected!("avx512f") {
-                    v.push(Level::Avx512);
-                }
-                if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
-                    v.push(Level::Avx2Fma);
-                }
+        LEVELS.get_or_init(Level::detect)
+    }
+
+    // Elsewhere than x86-64 only the scalar level is pushed.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(clippy::vec_init_then_push))]
+    fn detect() -> Vec<Level> {
+        let mut v = Vec::new();
+        #[cfg(target_arch = "x86_64")]
+        {
+            if is_x86_feature_detected!("avx512f") {
+                v.push(Level::Avx512);
             }
-            v.push(Level::Scalar);
-            v
-        })
+            if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+                v.push(Level::Avx2Fma);
+            }
+        }
+        v.push(Level::Scalar);
+        v
     }
 
     /// The fastest level of this CPU.

@@ -24,6 +24,7 @@ pub(super) const TILE_K: usize = 64;
 
 /// Whether this CPU has AMX-TILE and AMX-INT8, the OS granted this process tile data, and
 /// `DICTA_NO_AMX` is not set.
+#[cfg(target_arch = "x86_64")]
 pub(super) fn available() -> bool {
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
     {
@@ -189,9 +190,11 @@ pub(super) unsafe fn pv_block(
 /// The tile configuration: palette 1, all eight tiles 16 rows × 64 bytes. tmm0–3 hold sums
 /// (rows 0–15 / 16–31 × channels 0–15 / 16–31), tmm4–5 activations (rows 0–15, 16–31),
 /// tmm6–7 weights (panels `p`, `p + 1`).
+#[cfg(target_arch = "x86_64")]
 #[repr(C, align(64))]
 struct Config([u8; 64]);
 
+#[cfg(target_arch = "x86_64")]
 const CONFIG: Config = {
     let mut c = [0u8; 64];
     c[0] = 1;

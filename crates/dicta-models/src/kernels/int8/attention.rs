@@ -125,7 +125,10 @@ const AMX_ROWS: usize = 2 * amx::TILE_ROWS;
 /// # Safety
 /// AMX-INT8 and AMX-BF16 must be available ([`amx::bf16_available`]) and `dh` must be
 /// [`amx::PV_DH`].
-#[target_feature(enable = "avx512f,avx512bw,avx2,fma")]
+#[cfg_attr(
+    target_arch = "x86_64",
+    target_feature(enable = "avx512f,avx512bw,avx2,fma")
+)]
 unsafe fn attend_range_amx(
     [q, k, v]: [&HeadsView; 3],
     (seq, head, q0, q1): (usize, usize, usize, usize),

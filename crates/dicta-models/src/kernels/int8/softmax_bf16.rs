@@ -101,7 +101,7 @@ pub(super) unsafe fn softmax_row_bf16_avx512(row: &[f32], prow: &mut [u16]) -> f
     1.0 / sums.iter().sum::<f32>()
 }
 
-#[cfg(test)]
+#[cfg(all(test, target_arch = "x86_64"))]
 mod tests {
     use super::*;
     use crate::kernels::attention::tests::values;

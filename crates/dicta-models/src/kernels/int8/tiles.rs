@@ -9,6 +9,7 @@ use super::{PackedI8, MR, NR, PANEL};
 /// call, and a few rows leave the tile's sums too quick for the hardware prefetcher alone:
 /// the vocabulary projection of 1–8 rows (51,865 × 384) took 28–43% less time with them
 /// (docs/benchmarks.md, session 28); 1, 2 and 4 pairs ahead were within noise of each other.
+#[cfg(target_arch = "x86_64")]
 const PF_AHEAD: usize = 2;
 
 /// Requests the cache lines of k-group `g` of the panel pair `PF_AHEAD` pairs after `p`, if
@@ -247,6 +248,7 @@ pub(super) unsafe fn tile_avx2<const R: usize, const PF: bool>(
 }
 
 /// A tile's activation rows for [`pass_avx2`]: the shifted bytes, or them widened to `i16`.
+#[cfg(target_arch = "x86_64")]
 #[derive(Clone, Copy)]
 enum Rows<'a> {
     Bytes(&'a [u8]),
