@@ -95,7 +95,7 @@ impl Level {
         let mut v = Vec::new();
         #[cfg(target_arch = "x86_64")]
         {
-            if is_x86_feature_detected!("avx512f")
+            if super::avx512()
                 && is_x86_feature_detected!("avx512bw")
                 && is_x86_feature_detected!("avx512vnni")
             {
@@ -122,9 +122,9 @@ impl Level {
 }
 
 /// Whether this CPU has a vector int8 kernel (VNNI or AVX2), so int8 is faster than float32
-/// here. On AVX2 without VNNI (AMD Zen 2 and 3, Intel before Ice Lake), with the int8 tiles
-/// held to AVX2 on a Zen 4 (`DICTA_INT8_LEVEL=avx2`): Whisper tiny.en 1.3–1.6× float32's
-/// speed, ECAPA (diarization) 1.4×, Moonshine tiny 1.2× (docs/benchmarks.md, session 38).
+/// here. On AVX2 without VNNI (AMD Zen 2 and 3, Intel before Ice Lake), emulated on a Zen 4
+/// (`DICTA_NO_AVX512=1`): Whisper tiny.en 1.5–2.0× float32's speed; with the int8 tiles alone
+/// held to AVX2, ECAPA (diarization) 1.4×, Moonshine tiny 1.2× (docs/benchmarks.md, session 38).
 pub fn int8_fast() -> bool {
     Level::best() != Level::Scalar
 }
@@ -526,7 +526,7 @@ fn epilogue_fast(
         ) {
             epilogue(tile, w, c0, sa, bias, out, r0, rows, n)
         }
-        if is_x86_feature_detected!("avx512f") {
+        if super::avx512() {
             // SAFETY: AVX-512F was detected.
             return unsafe { wide(tile, w, c0, sa, bias, out, r0, rows, n) };
         }

@@ -26,6 +26,19 @@ pub(crate) use math::{dot, gelu_erf_into, widen_f16};
 use math::{exp, madd, max_of, softmax_in_place};
 pub use math::{exp_sub_accumulate, gelu_erf, log_sum_exp, sampling_weights, softmax_last_dim};
 pub(crate) use self_f16::PutF16;
+
+/// Whether Dicta's kernels may use AVX-512 on this CPU: it has AVX-512F and `DICTA_NO_AVX512` is
+/// not set (or `0`). Without it every kernel takes its AVX2 level (the int8 products AVX-VNNI or
+/// AVX2), as on a CPU without AVX-512, to measure that CPU's path here (candle's own float32
+/// gemm still picks its widest level).
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn avx512() -> bool {
+    static OK: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *OK.get_or_init(|| {
+        is_x86_feature_detected!("avx512f")
+            && std::env::var_os("DICTA_NO_AVX512").is_none_or(|v| v == "0")
+    })
+}
 pub use self_f16::{attend_causal_f16, attend_causal_f16_at};
 
 /// Attention of a few queries per (batch, head) over many keys, as in a decoder step's

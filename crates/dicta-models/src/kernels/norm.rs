@@ -45,7 +45,7 @@ pub fn layer_norm(x: &Tensor, w: &Tensor, b: &Tensor, eps: f32) -> candle_core::
 pub fn rows(x: &[f32], w: &[f32], b: &[f32], eps: f32, out: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     {
-        if is_x86_feature_detected!("avx512f") {
+        if super::avx512() {
             // SAFETY: AVX-512F was detected.
             return unsafe { rows_avx512(x, w, b, eps, out) };
         }

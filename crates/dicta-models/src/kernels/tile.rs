@@ -38,7 +38,7 @@ impl Level {
         let mut v = Vec::new();
         #[cfg(target_arch = "x86_64")]
         {
-            if is_x86_feature_detected!("avx512f") {
+            if super::avx512() {
                 v.push(Level::Avx512);
             }
             if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {

@@ -90,9 +90,10 @@ impl Whisper {
         };
         config.validate(&weights.source)?;
         // The default is the fastest type whose dev-set WER stays within 0.3 points of float32
-        // (issue #13's rule): int8 where the CPU has vector int8 kernels (VNNI or AVX2; tiny.en 18.91%
-        // both, 1.5-2.4x faster with VNNI, 1.3-1.6x on AVX2; docs/benchmarks.md), float32 elsewhere. float32 stays the reference
-        // that is token-identical to faster-whisper float32.
+        // (issue #13's rule): int8 where the CPU has vector int8 kernels (VNNI or AVX2; tiny.en
+        // 18.91% both, 1.5-2.4x faster with VNNI, 1.5-2.0x on AVX2; docs/benchmarks.md), float32
+        // elsewhere. float32 stays the reference that is token-identical to faster-whisper
+        // float32.
         let ct = opts.compute_type.resolve(device.is_cpu(), "Whisper");
         let encoder = Encoder::load(&mut weights, &config, device, ct)?;
         let decoder = Decoder::load(&mut weights, &config, device, ct)?;

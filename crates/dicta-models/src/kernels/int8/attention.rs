@@ -106,7 +106,7 @@ impl Pv {
 fn avx512_bf16() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        is_x86_feature_detected!("avx512bf16")
+        crate::kernels::avx512() && is_x86_feature_detected!("avx512bf16")
     }
     #[cfg(not(target_arch = "x86_64"))]
     false

@@ -34,7 +34,7 @@ pub(super) fn quantize_rows_to(
 pub(super) fn quantize_row_fast(row: &[f32], out: &mut [u8]) -> f32 {
     #[cfg(target_arch = "x86_64")]
     {
-        if is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512bw") {
+        if crate::kernels::avx512() && is_x86_feature_detected!("avx512bw") {
             // SAFETY: AVX-512F and BW were detected.
             return unsafe { quantize_row_avx512(row, out) };
         }

@@ -190,6 +190,7 @@ pub(super) unsafe fn tile_avx2<const R: usize, const PF: bool>(
     tile: &mut [[i32; NR]; MR],
 ) {
     use std::arch::x86_64::*;
+    debug_assert!(a.len() >= R * w.k4, "a tile's rows are whole");
     // One or two rows (decoder steps) run one or two passes, which widen a k-group's bytes
     // as they go: widening the rows first would redo it for every panel pair (the vocabulary
     // projection of one row calls 1621 tiles; 5% of a short-clip run went there).
