@@ -27,7 +27,8 @@ DICTA_FUZZ_SEED="${DICTA_FUZZ_SEED:-1}" DICTA_FUZZ_SECONDS="${DICTA_FUZZ_SECONDS
 
 # What CPUs without AVX-512 run (AMD Zen 2-3, older Intel: int8 on the AVX2 tile, every f32 kernel at
 # AVX2): int8 Whisper against float32 on real speech, transcripts included (fails past one WER point).
-DICTA_NO_AVX512=1 cargo test --release -p dicta-models --test whisper_int8 -- --include-ignored
+# `--workspace` keeps the workspace's features: `-p dicta-models` alone rebuilt dependencies (2 min).
+DICTA_NO_AVX512=1 cargo test --workspace --release --test whisper_int8 -- --include-ignored
 
 # The wheel below reuses this build only while python/Cargo.toml's feature pins hold.
 ./scripts/feature_pins.sh
