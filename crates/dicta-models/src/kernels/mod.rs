@@ -26,6 +26,7 @@ pub(crate) use math::{dot, gelu_erf_into, widen_f16};
 use math::{exp, madd, max_of, softmax_in_place};
 pub use math::{exp_sub_accumulate, gelu_erf, log_sum_exp, sampling_weights, softmax_last_dim};
 pub(crate) use self_f16::PutF16;
+pub use self_f16::{attend_causal_f16, attend_causal_f16_at};
 
 /// Whether Dicta's kernels may use AVX-512 on this CPU: it has AVX-512F and `DICTA_NO_AVX512` is
 /// not set (or `0`). Without it every kernel takes its AVX2 level (the int8 products AVX-VNNI or
@@ -39,7 +40,6 @@ pub(crate) fn avx512() -> bool {
             && std::env::var_os("DICTA_NO_AVX512").is_none_or(|v| v == "0")
     })
 }
-pub use self_f16::{attend_causal_f16, attend_causal_f16_at};
 
 /// Attention of a few queries per (batch, head) over many keys, as in a decoder step's
 /// cross-attention: q [B, H, M, D] (already scaled), k and v [B, H, T, D] → out [B, H, M, D],
