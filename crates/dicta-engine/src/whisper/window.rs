@@ -196,10 +196,18 @@ impl WindowDecoder<'_> {
         // Turns are per model pass (the encoder here, each decoder step in `run`), not per
         // whole search: a window that falls back through every temperature would otherwise
         // hold the model for seconds while a short request waits behind it.
+        // Each phase's time is logged at debug (`--log dicta_engine=debug`): encoder, prompt,
+        // and each temperature's search, which tells where a long recording's time goes.
+        let started = std::time::Instant::now();
         let enc = {
             let _turn = self.hold();
             self.encode(jobs)?
         };
+        tracing::debug!(
+            windows = jobs.len(),
+            ms = started.elapsed().as_secs_f64() * 1e3,
+            "encoded"
+        );
         let mut out: Vec<Option<Attempt>> = vec![None; jobs.len()];
         let left_padding = self.left_padding(jobs);
         let keys = jobs
@@ -399,7 +407,13 @@ impl WindowDecoder<'_> {
         // prompt's result does not depend on the temperature, and a window that falls back
         // through every temperature would otherwise build its encoder K/V and decode its
         // prompt six times.
+        let started = std::time::Instant::now();
         let mut prefilled = self.prefill(&group, &select(enc, &idx)?)?;
+        tracing::debug!(
+            windows = group.len(),
+            ms = started.elapsed().as_secs_f64() * 1e3,
+            "prefilled"
+        );
         let temperatures = &self.opts.temperatures;
         for (ti, &temperature) in temperatures.iter().enumerate() {
             if pending.is_empty() {
@@ -426,7 +440,15 @@ impl WindowDecoder<'_> {
                 cache.select_rows(&expand)?;
                 cache
             };
+            let started = std::time::Instant::now();
             let results = self.run(&sub, &prefilled, cache, &expand, temperature, ti)?;
+            tracing::debug!(
+                windows = sub.len(),
+                rows = expand.len(),
+                temperature,
+                ms = started.elapsed().as_secs_f64() * 1e3,
+                "searched"
+            );
             let mut still = Vec::new();
             for (&p, (hyp, no_speech_prob)) in pending.iter().zip(results) {
                 let text = self.model.tokenizer.decode(&hyp.tokens)?;
