@@ -5,6 +5,7 @@
 
 mod bench;
 mod decode_cmd;
+mod decoding_args;
 mod diarize_cmd;
 mod models_cmd;
 mod serve_cmd;

@@ -13,7 +13,7 @@ use dicta_engine::whisper::{DecodeOptions, Task};
 use dicta_engine::{AudioSource, Engine, EngineConfig, Input};
 use dicta_server::{
     Backend, BackendInput, BackendOutput, RequestOptions, ServerConfig, StreamEvent,
-    StreamEventKind, StreamOptions, StreamSession,
+    StreamEventKind, StreamOptions, StreamSession, Temperature,
 };
 
 use crate::{fetch, Globals};
@@ -112,9 +112,13 @@ pub struct ServeArgs {
     /// Windows per model call.
     #[arg(long, default_value_t = 8)]
     pub batch_size: usize,
-    /// Beam size (1 = greedy).
+    /// Beam size (1 = greedy); a request's `beam_size` overrides it.
     #[arg(long, default_value_t = 5)]
     pub beam_size: usize,
+    /// Whisper decoding defaults of every request (each overridden by the request's
+    /// `parameters` of the same name).
+    #[command(flatten)]
+    pub decoding: crate::decoding_args::DecodingArgs,
     /// CPU threads for the model (default: all cores).
     #[arg(long, env = "DICTA_THREADS")]
     pub threads: Option<usize>,
@@ -155,9 +159,46 @@ impl EngineBackend {
         let mut o = self.engine.config().decode.clone();
         o.language = r.language.clone().or(o.language);
         o.initial_prompt = r.prompt.clone().or(o.initial_prompt);
-        // OpenAI's temperature 0 means "decide for me": keep the fallback schedule.
-        if let Some(t) = r.temperature.filter(|&t| t > 0.0) {
-            o.temperatures = vec![t];
+        match &r.temperature {
+            // OpenAI's temperature 0 means "decide for me": keep the fallback schedule.
+            Some(Temperature::One(t)) if *t > 0.0 => o.temperatures = vec![*t],
+            Some(Temperature::Schedule(ts)) => o.temperatures = ts.clone(),
+            _ => {}
+        }
+        // faster-whisper's decoding options, where the request sets them.
+        macro_rules! set {
+            ($($field:ident),*) => {$(
+                if let Some(v) = &r.$field {
+                    o.$field = v.clone();
+                }
+            )*};
+        }
+        set!(
+            beam_size,
+            best_of,
+            patience,
+            length_penalty,
+            condition_on_previous_text,
+            prompt_reset_on_temperature,
+            without_timestamps,
+            suppress_blank,
+            suppress_tokens,
+            max_initial_timestamp
+        );
+        for (to, from) in [
+            (
+                &mut o.compression_ratio_threshold,
+                r.compression_ratio_threshold,
+            ),
+            (&mut o.log_prob_threshold, r.log_prob_threshold),
+            (&mut o.no_speech_threshold, r.no_speech_threshold),
+        ] {
+            if from.is_some() {
+                *to = from;
+            }
+        }
+        if r.max_new_tokens.is_some() {
+            o.max_new_tokens = r.max_new_tokens;
         }
         o.word_timestamps = r.word_timestamps;
         o.vad = r
@@ -351,12 +392,15 @@ pub fn run(args: &ServeArgs, g: &Globals) -> Result<u8> {
     let mut backends: Vec<Arc<dyn Backend>> = Vec::with_capacity(args.model.len());
     for name in &args.model {
         let model_dir: PathBuf = fetch::resolve_model(name, &g.home, &g.python, true)?;
+        let mut decode = DecodeOptions {
+            beam_size: args.beam_size,
+            ..DecodeOptions::default()
+        };
+        args.decoding.apply(&mut decode);
+        decode.validate()?;
         let config = EngineConfig {
             batch_size: args.batch_size,
-            decode: DecodeOptions {
-                beam_size: args.beam_size,
-                ..DecodeOptions::default()
-            },
+            decode,
             compute_type: args.compute_type,
             vad_model: vad_model.clone(),
             speaker_model: speaker_model.clone(),

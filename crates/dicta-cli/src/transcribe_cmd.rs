@@ -209,6 +209,8 @@ pub struct TranscribeArgs {
     /// json / verbose_json output.
     #[arg(long)]
     pub word_timestamps: bool,
+    #[command(flatten)]
+    pub decoding: crate::decoding_args::DecodingArgs,
     /// Transcribe only the speech Silero VAD finds (faster-whisper's `vad_filter`); times stay
     /// those of the original audio. Tuned with the --vad-* flags.
     #[arg(long)]
@@ -262,7 +264,7 @@ pub fn run(args: &TranscribeArgs, g: &Globals) -> Result<u8> {
         );
         return Ok(2);
     }
-    let decode = DecodeOptions {
+    let mut decode = DecodeOptions {
         beam_size: args.beam_size,
         best_of: args.best_of,
         temperatures: args.temperature.clone(),
@@ -289,6 +291,7 @@ pub fn run(args: &TranscribeArgs, g: &Globals) -> Result<u8> {
         },
         ..DecodeOptions::default()
     };
+    args.decoding.apply(&mut decode);
     let ctc = match ctc_options(args) {
         Ok(c) => c,
         Err(e) => {

@@ -32,10 +32,14 @@ impl Task {
 pub struct RequestOptions {
     /// Language code (e.g. `"en"`); `None` lets a multilingual model detect it.
     pub language: Option<String>,
-    /// Text that conditions the decoder (Whisper's initial prompt).
+    /// Text that conditions the decoder (Whisper's initial prompt; `initial_prompt` is the
+    /// same field under faster-whisper's name).
+    #[serde(alias = "initial_prompt")]
     pub prompt: Option<String>,
-    /// Sampling temperature in [0, 1]; `None` uses the backend's default schedule.
-    pub temperature: Option<f32>,
+    /// One temperature in [0, 1] (OpenAI's meaning: 0 keeps the server's fallback schedule,
+    /// above 0 decodes at that temperature alone), or faster-whisper's list of temperatures
+    /// tried in order (`[0.0]`: no fallback); `None` uses the server's schedule.
+    pub temperature: Option<Temperature>,
     /// Whether word timings are wanted.
     pub word_timestamps: bool,
     /// Transcribe or translate.
@@ -57,6 +61,47 @@ pub struct RequestOptions {
     /// Mix the channels (default) or transcribe each on its own (`"split"`; segments carry
     /// their `channel`, and with `diarize` the speaker is the channel).
     pub channels: dicta_core::ChannelMode,
+    /// faster-whisper's decoding options; each `None` keeps the server's default (`dicta
+    /// serve`'s flags of the same names). Checked by `pipeline::validate_options`.
+    ///
+    /// Beam size at temperature 0 (1 = greedy).
+    pub beam_size: Option<usize>,
+    /// Samples drawn at each temperature above 0 (the best is kept).
+    pub best_of: Option<usize>,
+    /// Beam search stops after `round(beam_size · patience)` finished hypotheses.
+    pub patience: Option<f32>,
+    /// Hypotheses are ranked by log-probability / length^this.
+    pub length_penalty: Option<f32>,
+    /// Fallback to the next temperature above this gzip compression ratio.
+    pub compression_ratio_threshold: Option<f32>,
+    /// Fallback to the next temperature below this average token log-probability.
+    pub log_prob_threshold: Option<f32>,
+    /// A window is silence above this no-speech probability (with a low log-probability).
+    pub no_speech_threshold: Option<f32>,
+    /// Feed the previous window's text as the next window's prompt.
+    pub condition_on_previous_text: Option<bool>,
+    /// The previous text leaves the prompt after a window decoded above this temperature.
+    pub prompt_reset_on_temperature: Option<f32>,
+    /// One segment per window, without timestamp tokens.
+    pub without_timestamps: Option<bool>,
+    /// Blank / end-of-text may not be a window's first token.
+    pub suppress_blank: Option<bool>,
+    /// Token ids never sampled; -1 stands for the model's non-speech symbols.
+    pub suppress_tokens: Option<Vec<i64>>,
+    /// Latest first timestamp of a window, in seconds.
+    pub max_initial_timestamp: Option<f32>,
+    /// At most this many tokens per window.
+    pub max_new_tokens: Option<usize>,
+}
+
+/// A request's `temperature`: one value or a schedule (see [`RequestOptions::temperature`]).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(untagged)]
+pub enum Temperature {
+    /// One temperature (OpenAI's field).
+    One(f32),
+    /// Temperatures tried in order until a result passes the fallback thresholds.
+    Schedule(Vec<f32>),
 }
 
 impl RequestOptions {

@@ -71,7 +71,7 @@ use tokio::sync::oneshot;
 
 pub use backend::{
     Backend, BackendInput, BackendOutput, RequestOptions, StreamEvent, StreamEventKind,
-    StreamOptions, StreamSession, Task,
+    StreamOptions, StreamSession, Task, Temperature,
 };
 pub use config::ServerConfig;
 pub use error::ApiError;

@@ -11,7 +11,7 @@ use dicta_core::{Cancel, Error, ErrorKind, Result, Stats, Transcript};
 use tokio::sync::{oneshot, Semaphore};
 
 use crate::audio::{decode_inputs_as, AudioBudget, AudioLimits, RawInput};
-use crate::backend::{BackendInput, RequestOptions, Task};
+use crate::backend::{BackendInput, RequestOptions, Task, Temperature};
 use crate::config::ServerConfig;
 use crate::metrics::Metrics;
 use crate::worker::Job;
@@ -327,15 +327,92 @@ pub(crate) fn check_language(language: Option<&str>, known: Option<&[String]>) -
     }
 }
 
-/// Checks request options that do not need the model.
-pub(crate) fn validate_options(o: &RequestOptions, translation: bool) -> Result<()> {
-    if let Some(t) = o.temperature {
-        if !(0.0..=1.0).contains(&t) {
+/// Most temperatures a request's schedule may list.
+const MAX_TEMPERATURES: usize = 16;
+/// Largest `beam_size` and `best_of` a request may ask for: each is a row of every decoder step
+/// (and its cache) per window, so they bound a request's memory and time.
+pub(crate) const MAX_BEAM: usize = 16;
+
+/// Checks faster-whisper's decoding options of a request (ranges, and the bounds that keep one
+/// request from taking the server's memory); the message names the option and its value.
+fn validate_decoding(o: &RequestOptions) -> Result<()> {
+    for (name, v) in [("beam_size", o.beam_size), ("best_of", o.best_of)] {
+        if let Some(v) = v {
+            if !(1..=MAX_BEAM).contains(&v) {
+                return Err(Error::invalid_input(format!(
+                    "{name} must be in 1..={MAX_BEAM}, got {v}"
+                )));
+            }
+        }
+    }
+    if let Some(p) = o.patience {
+        if !(p > 0.0 && p <= MAX_BEAM as f32) {
             return Err(Error::invalid_input(format!(
-                "temperature must be between 0 and 1, got {t}"
+                "patience must be in (0, {MAX_BEAM}], got {p}"
             )));
         }
     }
+    for (name, v) in [
+        ("length_penalty", o.length_penalty),
+        ("compression_ratio_threshold", o.compression_ratio_threshold),
+        ("log_prob_threshold", o.log_prob_threshold),
+        ("no_speech_threshold", o.no_speech_threshold),
+        ("prompt_reset_on_temperature", o.prompt_reset_on_temperature),
+    ] {
+        if let Some(v) = v {
+            if !v.is_finite() {
+                return Err(Error::invalid_input(format!(
+                    "{name} must be a finite number, got {v}"
+                )));
+            }
+        }
+    }
+    if let Some(t) = o.max_initial_timestamp {
+        if !(0.0..=30.0).contains(&t) {
+            return Err(Error::invalid_input(format!(
+                "max_initial_timestamp must be between 0 and 30 seconds, got {t}"
+            )));
+        }
+    }
+    if let Some(n) = o.max_new_tokens {
+        if !(1..=448).contains(&n) {
+            return Err(Error::invalid_input(format!(
+                "max_new_tokens must be in 1..=448, got {n}"
+            )));
+        }
+    }
+    if let Some(ids) = &o.suppress_tokens {
+        if let Some(bad) = ids.iter().find(|&&t| t < -1 || t > i64::from(u32::MAX)) {
+            return Err(Error::invalid_input(format!(
+                "suppress_tokens may hold token ids and -1 only, got {bad}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Checks request options that do not need the model.
+pub(crate) fn validate_options(o: &RequestOptions, translation: bool) -> Result<()> {
+    let temperatures: &[f32] = match &o.temperature {
+        Some(Temperature::One(t)) => std::slice::from_ref(t),
+        Some(Temperature::Schedule(ts)) => {
+            if ts.is_empty() || ts.len() > MAX_TEMPERATURES {
+                return Err(Error::invalid_input(format!(
+                    "temperature must be a number or a list of 1 to {MAX_TEMPERATURES} numbers, \
+                     got {} numbers",
+                    ts.len()
+                )));
+            }
+            ts
+        }
+        None => &[],
+    };
+    if let Some(t) = temperatures.iter().find(|t| !(0.0..=1.0).contains(*t)) {
+        return Err(Error::invalid_input(format!(
+            "temperature must be between 0 and 1, got {t}"
+        )));
+    }
+    validate_decoding(o)?;
     if let Some(lang) = &o.language {
         let ok = (2..=8).contains(&lang.len()) && lang.bytes().all(|b| b.is_ascii_alphabetic());
         if !ok {
@@ -392,7 +469,7 @@ mod tests {
         let ok = RequestOptions::default();
         validate_options(&ok, false).unwrap();
         let hot = RequestOptions {
-            temperature: Some(1.5),
+            temperature: Some(Temperature::One(1.5)),
             ..Default::default()
         };
         assert!(validate_options(&hot, true)
@@ -413,6 +490,82 @@ mod tests {
         };
         assert!(validate_options(&tr, false).is_err());
         validate_options(&tr, true).unwrap();
+    }
+
+    #[test]
+    fn decoding_options_are_bounded_and_named() {
+        let bad = [
+            (
+                RequestOptions {
+                    beam_size: Some(0),
+                    ..Default::default()
+                },
+                "beam_size",
+            ),
+            (
+                RequestOptions {
+                    beam_size: Some(MAX_BEAM + 1),
+                    ..Default::default()
+                },
+                "beam_size",
+            ),
+            (
+                RequestOptions {
+                    best_of: Some(10_000),
+                    ..Default::default()
+                },
+                "best_of",
+            ),
+            (
+                RequestOptions {
+                    patience: Some(f32::NAN),
+                    ..Default::default()
+                },
+                "patience",
+            ),
+            (
+                RequestOptions {
+                    length_penalty: Some(f32::INFINITY),
+                    ..Default::default()
+                },
+                "length_penalty",
+            ),
+            (
+                RequestOptions {
+                    temperature: Some(Temperature::Schedule(vec![0.2; MAX_TEMPERATURES + 1])),
+                    ..Default::default()
+                },
+                "temperature",
+            ),
+            (
+                RequestOptions {
+                    max_new_tokens: Some(0),
+                    ..Default::default()
+                },
+                "max_new_tokens",
+            ),
+            (
+                RequestOptions {
+                    suppress_tokens: Some(vec![-2]),
+                    ..Default::default()
+                },
+                "suppress_tokens",
+            ),
+        ];
+        for (o, name) in bad {
+            let e = validate_options(&o, false).unwrap_err();
+            assert_eq!(e.kind, ErrorKind::InvalidInput);
+            assert!(e.message.contains(name), "{name}: {}", e.message);
+        }
+        let ok = RequestOptions {
+            beam_size: Some(MAX_BEAM),
+            best_of: Some(1),
+            temperature: Some(Temperature::Schedule(vec![0.0, 1.0])),
+            max_new_tokens: Some(448),
+            suppress_tokens: Some(vec![-1, 0, 51_863]),
+            ..Default::default()
+        };
+        validate_options(&ok, false).unwrap();
     }
 
     #[test]

@@ -6,7 +6,7 @@
         [--api-key KEY] [--audio FILE.wav] [--expect "fellow americans"] [--echo] [--translate]
 
 Exercises response_format json, text, srt, vtt and verbose_json (with word and segment
-timestamp granularities), an undecodable upload (must raise BadRequestError) and, when
+timestamp granularities), decoding options in `extra_body`, an undecodable upload (must raise BadRequestError) and, when
 --api-key is given, a wrong key (must raise AuthenticationError). Exits non-zero on the first
 failed check.
 
@@ -116,6 +116,24 @@ def main():
           "verbose_json: words in time order")
     if want is not None:
         check(" ".join(w.word for w in r.words) == want, "verbose_json: echo words")
+
+    # faster-whisper's decoding options through the SDK's `extra_body` (form fields; a list as
+    # `name[]` fields): with a real model, 5 tokens give a strict prefix of the full text, and
+    # suppressing token 843 (" And", JFK's first word in tiny.en's vocabulary) changes the text.
+    if args.expect:
+        text = transcribe().text
+        full = words_of(text)
+        short = words_of(transcribe(extra_body={"beam_size": 1, "max_new_tokens": 5}).text)
+        check(0 < len(short) < len(full) and full[:len(short) - 1] == short[:-1],
+              f"extra_body max_new_tokens=5: {short} starts {full}")
+        r = transcribe(extra_body={"suppress_tokens": [-1, 843], "beam_size": 1})
+        check(r.text.strip() != text.strip(), f"extra_body suppress_tokens: {r.text!r} differs")
+    try:
+        transcribe(extra_body={"beam_size": 999})
+        check(False, "extra_body beam_size=999 raises BadRequestError")
+    except openai.BadRequestError as e:
+        check(e.status_code == 400 and "beam_size" in str(e),
+              "extra_body beam_size=999 raises BadRequestError naming beam_size")
 
     try:
         client.audio.transcriptions.create(model=args.model, file=("bad.wav", b"not audio at all"))

@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 
 use super::{rejection, RequestId, Shared};
 use crate::audio::{AudioFormat, Payload, RawInput};
-use crate::backend::{RequestOptions, Task};
+use crate::backend::{RequestOptions, Task, Temperature};
 use crate::error::ApiError;
 use crate::pipeline::{TranscribeOutcome, TranscribeRequest};
 
@@ -190,7 +190,7 @@ pub(crate) async fn raw(
     let options = RequestOptions {
         language: q.language,
         prompt: q.prompt,
-        temperature: q.temperature,
+        temperature: q.temperature.map(Temperature::One),
         word_timestamps: q.word_timestamps,
         task: q.task,
         vad_filter: q.vad_filter,
@@ -201,6 +201,7 @@ pub(crate) async fn raw(
         max_speakers: None,
         // Raw PCM is one channel.
         channels: Default::default(),
+        ..RequestOptions::default()
     };
     let mut outcome = s
         .pipeline
@@ -272,6 +273,30 @@ mod tests {
         .unwrap();
         assert_eq!(r.parameters.task, Task::Translate);
         assert!(r.parameters.word_timestamps);
+    }
+
+    #[test]
+    fn decoding_parameters_use_faster_whisper_names_and_temperature_takes_a_number_or_a_list() {
+        let r: BatchRequest = serde_json::from_value(json!({
+            "inputs": [],
+            "parameters": {"beam_size": 1, "temperature": [0.0, 0.4], "patience": 2.0,
+                "initial_prompt": "Hi.", "suppress_tokens": [-1, 7], "max_new_tokens": 9,
+                "condition_on_previous_text": false, "no_speech_threshold": 0.5}
+        }))
+        .unwrap();
+        let p = &r.parameters;
+        assert_eq!(p.beam_size, Some(1));
+        assert_eq!(p.temperature, Some(Temperature::Schedule(vec![0.0, 0.4])));
+        assert_eq!(p.prompt.as_deref(), Some("Hi."));
+        assert_eq!(p.suppress_tokens, Some(vec![-1, 7]));
+        assert_eq!(p.max_new_tokens, Some(9));
+        assert_eq!(p.condition_on_previous_text, Some(false));
+        assert_eq!((p.patience, p.no_speech_threshold), (Some(2.0), Some(0.5)));
+        let one: BatchRequest =
+            serde_json::from_value(json!({"inputs": [], "parameters": {"temperature": 0.3}}))
+                .unwrap();
+        assert_eq!(one.parameters.temperature, Some(Temperature::One(0.3)));
+        crate::pipeline::validate_options(&r.parameters, false).unwrap();
     }
 
     /// Fuzzing (see the `dicta-fuzz` crate) of what a client controls on `/transcribe` and

@@ -63,6 +63,83 @@ struct Form {
     min_speakers: Option<String>,
     max_speakers: Option<String>,
     channels: Option<String>,
+    /// faster-whisper's decoding options ([`DECODING_FIELDS`]: what the OpenAI SDK sends for
+    /// `extra_body={"beam_size": 1, …}`), name and text as sent.
+    decoding: Vec<(String, String)>,
+}
+
+/// Form fields beyond OpenAI's that set [`RequestOptions`]' decoding options of the same name.
+const DECODING_FIELDS: &[&str] = &[
+    "beam_size",
+    "best_of",
+    "patience",
+    "length_penalty",
+    "compression_ratio_threshold",
+    "log_prob_threshold",
+    "no_speech_threshold",
+    "condition_on_previous_text",
+    "prompt_reset_on_temperature",
+    "without_timestamps",
+    "suppress_blank",
+    "suppress_tokens",
+    "max_initial_timestamp",
+    "max_new_tokens",
+];
+
+/// `options` with the decoding fields of the form set: each value is read as JSON (`5`,
+/// `0.5`, `true`, `[-1, 262]`) and checked as the same field of a `/transcribe` body is.
+fn with_decoding(
+    mut options: RequestOptions,
+    fields: &[(String, String)],
+) -> Result<RequestOptions> {
+    if fields.is_empty() {
+        return Ok(options);
+    }
+    let mut object = serde_json::Map::new();
+    for (name, text) in fields {
+        let value: serde_json::Value = serde_json::from_str(text.trim()).map_err(|_| {
+            Error::invalid_input(format!("{name} must be a JSON value, got {text:?}"))
+        })?;
+        // A list comes as one field per element named `name[]` from the SDKs (as
+        // `timestamp_granularities[]`), or whole as JSON under `name`.
+        match name.strip_suffix("[]") {
+            Some(list) => match object
+                .entry(list)
+                .or_insert_with(|| serde_json::Value::Array(Vec::new()))
+            {
+                serde_json::Value::Array(items) => items.push(value),
+                _ => {
+                    return Err(Error::invalid_input(format!(
+                        "{list} is given both whole and as {list}[] fields"
+                    )))
+                }
+            },
+            None => {
+                if object.insert(name.clone(), value).is_some() {
+                    return Err(Error::invalid_input(format!(
+                        "{name} is given more than once"
+                    )));
+                }
+            }
+        }
+    }
+    let d: RequestOptions = serde_json::from_value(serde_json::Value::Object(object))
+        .map_err(|e| Error::invalid_input(format!("decoding options: {e}")))?;
+    options.beam_size = d.beam_size;
+    options.best_of = d.best_of;
+    options.patience = d.patience;
+    options.length_penalty = d.length_penalty;
+    options.compression_ratio_threshold = d.compression_ratio_threshold;
+    options.log_prob_threshold = d.log_prob_threshold;
+    options.no_speech_threshold = d.no_speech_threshold;
+    options.condition_on_previous_text = d.condition_on_previous_text;
+    options.prompt_reset_on_temperature = d.prompt_reset_on_temperature;
+    options.without_timestamps = d.without_timestamps;
+    options.suppress_blank = d.suppress_blank;
+    options.suppress_tokens = d.suppress_tokens;
+    options.max_initial_timestamp = d.max_initial_timestamp;
+    options.max_new_tokens = d.max_new_tokens;
+    Ok(options)
 }
 
 async fn handle(
@@ -121,6 +198,9 @@ async fn read_form(mut mp: Multipart) -> std::result::Result<Form, MultipartErro
             "min_speakers" => form.min_speakers = Some(small_text(field).await?),
             "max_speakers" => form.max_speakers = Some(small_text(field).await?),
             "channels" => form.channels = Some(small_text(field).await?),
+            other if DECODING_FIELDS.contains(&other.strip_suffix("[]").unwrap_or(other)) => {
+                form.decoding.push((name, small_text(field).await?))
+            }
             // Skipped fields are drained by `next_field`.
             _ => {}
         }
@@ -257,7 +337,7 @@ fn parse(form: Form, task: Task) -> Result<Parsed> {
         channels,
         language: non_empty(form.language).map(|l| l.to_ascii_lowercase()),
         prompt: non_empty(form.prompt),
-        temperature,
+        temperature: temperature.map(crate::backend::Temperature::One),
         word_timestamps: granularity.word,
         task,
         vad_filter,
@@ -266,7 +346,9 @@ fn parse(form: Form, task: Task) -> Result<Parsed> {
         num_speakers,
         min_speakers,
         max_speakers,
+        ..RequestOptions::default()
     };
+    let options = with_decoding(options, &form.decoding)?;
     Ok(Parsed {
         input: RawInput {
             id: file_name,
@@ -349,7 +431,10 @@ mod tests {
         let p = parse(f, Task::Translate).unwrap();
         assert!(p.options.word_timestamps && p.granularity.segment && p.granularity.word);
         assert_eq!(p.options.language.as_deref(), Some("en"));
-        assert_eq!(p.options.temperature, Some(0.2));
+        assert_eq!(
+            p.options.temperature,
+            Some(crate::backend::Temperature::One(0.2))
+        );
         assert_eq!(p.options.task, Task::Translate);
     }
 

@@ -1,0 +1,187 @@
+//! faster-whisper's decoding options through every interface, with the real model: a
+//! `/transcribe` body's `parameters`, the OpenAI route's extra form fields (what the OpenAI SDK
+//! sends for `extra_body`) and `dicta transcribe`'s flags give the same segments for the same
+//! options, the options change the transcript, and bad values get a 400 naming the option while
+//! the server keeps serving.
+//!
+//! Needs the Whisper model: `DICTA_TEST_MODEL_DIR` (then it must exist) or /work/models/tiny.en-ct2.
+
+mod common;
+
+use common::server::{openai_verbose, Server};
+use common::{base64, dicta_json, model_dir, DATA};
+use serde_json::{json, Value};
+
+/// LJ001-0001: "Printing, in the only sense with which we are at present concerned, …" — it
+/// holds the words the suppression below takes away.
+fn clip() -> String {
+    format!("{DATA}/coqui_tts/LJ001-0001.16k.wav")
+}
+
+/// (start, end, text) of each segment of a transcript.
+fn segments(t: &Value) -> Vec<(f64, f64, String)> {
+    t["segments"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no segments in {t}"))
+        .iter()
+        .map(|s| {
+            (
+                s["start"].as_f64().unwrap(),
+                s["end"].as_f64().unwrap(),
+                s["text"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// POSTs a `/transcribe` body; returns (status, JSON).
+fn post(server: &Server, body: &Value) -> (u16, Value) {
+    let path = std::env::temp_dir().join(format!(
+        "dicta-serve-decoding-{}-{:x}.json",
+        std::process::id(),
+        fnv(body.to_string().as_bytes())
+    ));
+    std::fs::write(&path, body.to_string()).unwrap();
+    let (out, ok) = server.curl(&[
+        "-w",
+        "\n%{http_code}",
+        "-H",
+        "content-type: application/json",
+        "--data-binary",
+        &format!("@{}", path.display()),
+        &format!("{}/transcribe", server.base),
+    ]);
+    let _ = std::fs::remove_file(&path);
+    assert!(ok, "{out}");
+    let (json, code) = out.rsplit_once('\n').unwrap();
+    (code.parse().unwrap(), serde_json::from_str(json).unwrap())
+}
+
+fn fnv(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// One option set as `/transcribe` parameters, OpenAI form fields and CLI flags.
+struct Case {
+    parameters: Value,
+    form: &'static [&'static str],
+    flags: &'static [&'static str],
+}
+
+#[test]
+fn decoding_options_agree_across_interfaces_and_bad_values_are_refused() {
+    let Some(model) = model_dir() else { return };
+    let server = Server::start(&model, &[]);
+    let audio = base64(&std::fs::read(clip()).unwrap());
+    let model_arg = model.to_str().unwrap();
+    let cli = |flags: &[&str]| -> Vec<(f64, f64, String)> {
+        let clip = clip();
+        let mut args = vec!["transcribe", &clip, "--model", model_arg, "--quiet"];
+        args.extend(flags);
+        segments(&dicta_json(&args)["results"][0])
+    };
+    let default = cli(&[]);
+    let cases = [
+        // Greedy, no fallback, " the", " and", " of", " a", " to" never sampled, 20 tokens.
+        Case {
+            parameters: json!({"beam_size": 1, "temperature": [0.0],
+                "suppress_tokens": [-1, 262, 290, 286, 257, 284], "max_new_tokens": 20}),
+            form: &[
+                "beam_size=1",
+                "suppress_tokens=[-1, 262, 290, 286, 257, 284]",
+                "max_new_tokens=20",
+            ],
+            flags: &[
+                "--beam-size",
+                "1",
+                "--temperature",
+                "0",
+                "--suppress-tokens",
+                "-1,262,290,286,257,284",
+                "--max-new-tokens",
+                "20",
+            ],
+        },
+        // Beam search with patience and a length penalty, one segment without timestamps.
+        Case {
+            parameters: json!({"beam_size": 3, "patience": 2.0, "length_penalty": 0.5,
+                "without_timestamps": true, "initial_prompt": "Printing."}),
+            form: &[
+                "beam_size=3",
+                "patience=2.0",
+                "length_penalty=0.5",
+                "without_timestamps=true",
+                "prompt=Printing.",
+            ],
+            flags: &[
+                "--beam-size",
+                "3",
+                "--patience",
+                "2",
+                "--length-penalty",
+                "0.5",
+                "--without-timestamps",
+                "--initial-prompt",
+                "Printing.",
+            ],
+        },
+    ];
+    for (i, case) in cases.iter().enumerate() {
+        let want = cli(case.flags);
+        assert_ne!(want, default, "case {i}: the options change the transcript");
+        let mut body = json!({"inputs": [{"id": "lj", "audio_base64": audio}]});
+        body["parameters"] = case.parameters.clone();
+        let (code, json) = post(&server, &body);
+        assert_eq!(code, 200, "case {i}: {json}");
+        assert_eq!(segments(&json["results"][0]), want, "case {i}: /transcribe");
+        // The OpenAI route takes the same options as extra form fields (temperature 0 there
+        // keeps the fallback schedule, which greedy decoding of this clip never needs).
+        let (code, json) = openai_verbose(&server.base, std::path::Path::new(&clip()), case.form);
+        assert_eq!(code, 200, "case {i}: {json}");
+        let got: Vec<(f64, f64, String)> = segments(&json);
+        let close = got.len() == want.len()
+            && got
+                .iter()
+                .zip(&want)
+                .all(|(g, w)| (g.0 - w.0).abs() < 0.01 && (g.1 - w.1).abs() < 0.01 && g.2 == w.2);
+        assert!(close, "case {i}: OpenAI route {got:?} vs CLI {want:?}");
+    }
+
+    // Bad values: 400 with the option named, and the server keeps serving.
+    for (parameters, named) in [
+        (json!({"beam_size": 1000}), "beam_size"),
+        (json!({"best_of": 0}), "best_of"),
+        (json!({"patience": -1.0}), "patience"),
+        (json!({"temperature": [0.0, 1.5]}), "temperature"),
+        (json!({"temperature": []}), "temperature"),
+        (json!({"max_new_tokens": 100000}), "max_new_tokens"),
+        (json!({"suppress_tokens": [-5]}), "suppress_tokens"),
+        (
+            json!({"max_initial_timestamp": 99.0}),
+            "max_initial_timestamp",
+        ),
+        (json!({"beam_size": "five"}), "beam_size"),
+    ] {
+        let body = json!({"inputs": [{"audio_base64": audio}], "parameters": parameters});
+        let (code, json) = post(&server, &body);
+        assert_eq!(code, 400, "{parameters}: {json}");
+        let message = json["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(named), "{parameters}: {message}");
+    }
+    for field in ["beam_size=abc", "suppress_tokens=[1, -7]", "patience=0"] {
+        let (code, json) = openai_verbose(&server.base, std::path::Path::new(&clip()), &[field]);
+        assert_eq!(code, 400, "{field}: {json}");
+        let name = field.split('=').next().unwrap();
+        assert!(
+            json["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(name)),
+            "{field}: {json}"
+        );
+    }
+    let (code, json) = openai_verbose(&server.base, std::path::Path::new(&clip()), &[]);
+    assert_eq!(code, 200, "{json}");
+    assert_eq!(segments(&json).len(), default.len());
+}
