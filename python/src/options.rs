@@ -22,6 +22,7 @@ pub(crate) const DECODE_OPTIONS: &[&str] = &[
     "condition_on_previous_text",
     "prompt_reset_on_temperature",
     "initial_prompt",
+    "hotwords",
     "without_timestamps",
     "suppress_blank",
     "suppress_tokens",
@@ -118,6 +119,7 @@ pub(crate) fn decode_options(
                 o.prompt_reset_on_temperature = get(key, v, "a float")?
             }
             "initial_prompt" => o.initial_prompt = get(key, v, "a str or None")?,
+            "hotwords" => o.hotwords = get(key, v, "a str or None")?,
             "without_timestamps" => o.without_timestamps = get(key, v, "a bool")?,
             "suppress_blank" => o.suppress_blank = get(key, v, "a bool")?,
             "suppress_tokens" => o.suppress_tokens = get(key, v, "a list of ints")?,

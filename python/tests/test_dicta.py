@@ -96,6 +96,19 @@ def test_default_options_are_the_clis(engine):
     assert without_stats(engine.transcribe([str(JFK)])) == without_stats(cli(str(JFK)))
 
 
+def test_decoding_keywords_are_the_clis_flags(engine):
+    # faster-whisper's keyword names, the CLI's flags: the same results, and they matter.
+    fs = files()
+    kw = dict(beam_size=3, patience=2.0, length_penalty=0.5, suppress_tokens=[-1, 843, 262],
+              hotwords="Gutenberg, the Exhibition", max_new_tokens=30, no_speech_threshold=None)
+    mine = engine.transcribe(fs, **kw)
+    theirs = cli("--beam-size", "3", "--patience", "2", "--length-penalty", "0.5",
+                 "--suppress-tokens", "-1,843,262", "--hotwords", "Gutenberg, the Exhibition",
+                 "--max-new-tokens", "30", "--no-speech-threshold", "none", *fs)
+    assert without_stats(mine) == without_stats(theirs)
+    assert without_stats(mine) != without_stats(engine.transcribe(fs, beam_size=3))
+
+
 def test_an_array_gives_the_text_of_its_file(engine):
     for path in (WAV_16K, WAV_22K):
         samples, rate = read_wav(path)

@@ -53,6 +53,11 @@ pub struct DecodingArgs {
     /// (default "\"'.。,，!！?？:：”)]}、).
     #[arg(long)]
     pub append_punctuations: Option<String>,
+    /// Whisper: words to bias every window towards (names, jargon), as faster-whisper's
+    /// `hotwords` (before the previous text of each window's prompt; ignored with no words).
+    /// Not `--hotword`, which boosts words of CTC beam search.
+    #[arg(long)]
+    pub hotwords: Option<String>,
     /// Seed of the sampler at temperatures above 0 (default 0): the same seed gives the same
     /// draws, batched or alone.
     #[arg(long)]
@@ -129,6 +134,9 @@ impl DecodingArgs {
         if let Some(v) = &self.append_punctuations {
             o.append_punctuations = v.clone();
         }
+        if let Some(v) = &self.hotwords {
+            o.hotwords = Some(v.clone());
+        }
         if let Some(v) = self.seed {
             o.seed = v;
         }
@@ -186,6 +194,8 @@ mod tests {
             ".",
             "--seed",
             "7",
+            "--hotwords",
+            "Dicta, MFA",
         ]);
         let want = DecodeOptions {
             patience: 2.0,
@@ -201,6 +211,7 @@ mod tests {
             prepend_punctuations: "(".into(),
             append_punctuations: ".".into(),
             seed: 7,
+            hotwords: Some("Dicta, MFA".into()),
             ..DecodeOptions::default()
         };
         assert_eq!(o, want);

@@ -185,6 +185,9 @@ impl EngineBackend {
             suppress_tokens,
             max_initial_timestamp
         );
+        if r.hotwords.is_some() {
+            o.hotwords = r.hotwords.clone();
+        }
         for (to, from) in [
             (
                 &mut o.compression_ratio_threshold,

@@ -127,6 +127,18 @@ fn decoding_options_agree_across_interfaces_and_bad_values_are_refused() {
                 "Printing.",
             ],
         },
+        // Hotwords (faster-whisper's), which this clip's transcript follows; the server's own
+        // beam size (the test server runs `--beam-size 1`).
+        Case {
+            parameters: json!({"hotwords": "Gutenberg, typography, the Exhibition"}),
+            form: &["hotwords=Gutenberg, typography, the Exhibition"],
+            flags: &[
+                "--hotwords",
+                "Gutenberg, typography, the Exhibition",
+                "--beam-size",
+                "1",
+            ],
+        },
     ];
     for (i, case) in cases.iter().enumerate() {
         let want = cli(case.flags);

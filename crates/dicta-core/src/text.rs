@@ -28,9 +28,43 @@ pub fn prompt_tail(text: &str, max: usize) -> &str {
     }
 }
 
+/// The start of `text` that fits in `max` bytes, ending before a word (at a whitespace
+/// character), or all of `text` when it fits: the counterpart of [`prompt_tail`] for
+/// faster-whisper's `hotwords`, of which Whisper keeps the first 223 tokens. When no
+/// whitespace falls in the head, it is cut at a character boundary instead.
+pub fn prompt_head(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let head = &text[..end];
+    // The word the cut falls in is dropped whole (unless the cut is right before a space).
+    if text[end..].starts_with(char::is_whitespace) {
+        return head;
+    }
+    match head.rfind(char::is_whitespace) {
+        Some(i) => head[..i].trim_end(),
+        None => head,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn heads_end_before_a_word() {
+        assert_eq!(prompt_head("hello world", 64), "hello world");
+        let text = "alpha beta gamma delta";
+        assert_eq!(prompt_head(text, 12), "alpha beta");
+        assert_eq!(prompt_head(text, 10), "alpha beta");
+        assert_eq!(prompt_head(text, 9), "alpha");
+        assert_eq!(prompt_head("ééééé", 3), "é");
+        assert!(text.starts_with(prompt_head(text, 16)));
+    }
 
     #[test]
     fn short_text_is_kept_whole() {

@@ -131,6 +131,30 @@ fn base_detects_transcribes_and_translates_as_faster_whisper() {
 
 /// The fp16 weights also load as int8 (where the CPU has int8 kernels: VNNI or AVX2; float32 otherwise): the
 /// language is detected the same and the transcript stays close.
+/// Hotwords and previous text of 223 tokens each, with a multilingual SOT sequence (3 tokens),
+/// pass the 448-token context (where faster-whisper fails): the previous text gives way, and
+/// every window still decodes.
+#[test]
+fn the_longest_hotwords_and_prompt_still_fit_the_context() {
+    let Some(model) = load(ComputeType::Int8) else {
+        return;
+    };
+    let items = reference();
+    let audio = &audios(&items[..1])[0];
+    let o = DecodeOptions {
+        hotwords: Some("lighthouse ".repeat(400)),
+        initial_prompt: Some("harbour ".repeat(400)),
+        condition_on_previous_text: true,
+        language: Some("en".into()),
+        ..opts(Task::Transcribe)
+    };
+    let tr = WhisperTranscriber::new(&model).unwrap();
+    let out = tr
+        .transcribe(&[audio], &o, LongFormMode::Sequential, 1)
+        .unwrap();
+    assert!(out.transcripts[0].is_ok(), "{:?}", out.transcripts[0]);
+}
+
 #[test]
 fn base_fp16_weights_load_as_int8() {
     let Some(model) = load(ComputeType::Int8) else {

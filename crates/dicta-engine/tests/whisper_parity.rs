@@ -238,6 +238,32 @@ fn suppress_blank_and_max_initial_timestamp_options_match_faster_whisper() {
     );
 }
 
+/// `hotwords` after `<|startofprev|>`, alone and before an initial prompt.
+#[test]
+fn hotwords_option_matches_faster_whisper() {
+    option_parity(
+        "greedy_hotwords",
+        &reference(),
+        "greedy",
+        DecodeOptions {
+            hotwords: Some("Montreal Forced Aligner, MFA, Wizard of Oz, LJ Speech".into()),
+            ..opts(1)
+        },
+        0,
+    );
+    option_parity(
+        "greedy_hotwords_prompt",
+        &reference(),
+        "greedy",
+        DecodeOptions {
+            hotwords: Some("Montreal Forced Aligner, MFA".into()),
+            initial_prompt: Some("Printing, in the Exhibition.".into()),
+            ..opts(1)
+        },
+        0,
+    );
+}
+
 /// `max_new_tokens` cuts every window's search.
 #[test]
 fn max_new_tokens_option_matches_faster_whisper() {

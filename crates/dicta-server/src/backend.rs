@@ -92,6 +92,8 @@ pub struct RequestOptions {
     pub max_initial_timestamp: Option<f32>,
     /// At most this many tokens per window.
     pub max_new_tokens: Option<usize>,
+    /// Words every window is biased towards (faster-whisper's `hotwords`).
+    pub hotwords: Option<String>,
 }
 
 /// A request's `temperature`: one value or a schedule (see [`RequestOptions::temperature`]).

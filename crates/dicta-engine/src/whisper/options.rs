@@ -75,6 +75,9 @@ pub struct DecodeOptions {
     pub prompt_reset_on_temperature: f32,
     /// Text given as previous context for the first window.
     pub initial_prompt: Option<String>,
+    /// Words to bias every window towards (names, jargon; faster-whisper's `hotwords`): put in
+    /// front of each window's previous text, after `<|startofprev|>` (up to 223 tokens).
+    pub hotwords: Option<String>,
     /// Decode without timestamp tokens (one segment per window).
     pub without_timestamps: bool,
     /// Suppress blank/EOT as the first sampled token.
@@ -136,6 +139,7 @@ impl Default for DecodeOptions {
             condition_on_previous_text: true,
             prompt_reset_on_temperature: 0.5,
             initial_prompt: None,
+            hotwords: None,
             without_timestamps: false,
             suppress_blank: true,
             suppress_tokens: vec![-1],

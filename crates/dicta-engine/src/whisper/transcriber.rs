@@ -74,6 +74,8 @@ struct SeqState {
     all_tokens: Vec<u32>,
     prompt_reset_since: usize,
     sot_seq: Vec<u32>,
+    /// `DecodeOptions::hotwords`, tokenized (empty without).
+    hotwords: std::sync::Arc<[u32]>,
     segments: Vec<Segment>,
     /// Length of the recording (s), reported as finished when the seek loop ends.
     duration: f64,
@@ -228,6 +230,7 @@ impl<'m> WhisperTranscriber<'m> {
             (0..audios.len()).map(|_| None).collect();
         let mut seq: Vec<SeqState> = Vec::new();
         let (languages, language_probs) = self.languages(audios, opts, &decoder, &mut out)?;
+        let hotwords = self.hotwords(opts)?;
         for (i, audio) in audios.iter().enumerate() {
             let started = std::time::Instant::now();
             let mel = self.mel.compute(audio, FEATURE_PADDING);
@@ -273,6 +276,7 @@ impl<'m> WhisperTranscriber<'m> {
                     all_tokens: self.initial_prompt(opts)?,
                     prompt_reset_since: 0,
                     sot_seq: sot_seq.clone(),
+                    hotwords: hotwords.clone(),
                     segments: Vec::new(),
                     duration: audio.len() as f64 / 16000.0,
                     last_speech: start as f64 / FRAMES_PER_SECOND as f64,
@@ -377,7 +381,12 @@ impl<'m> WhisperTranscriber<'m> {
             .then(|| std::sync::Arc::new(FinalRest::of(&mel, st.mel.n_mels, size)));
         WindowJob {
             mel,
-            prompt: self.prompt(&st.all_tokens[st.prompt_reset_since..], &st.sot_seq, opts),
+            prompt: self.prompt(
+                &st.hotwords,
+                &st.all_tokens[st.prompt_reset_since..],
+                &st.sot_seq,
+                opts,
+            ),
             seed_key: st.seek as u64,
             draft: st.draft.clone(),
             final_rest,
@@ -607,14 +616,45 @@ impl<'m> WhisperTranscriber<'m> {
         }
     }
 
-    /// faster-whisper's `get_prompt`: `<|startofprev|>` + the last 223 previous tokens, the SOT
-    /// sequence, and `<|notimestamps|>` when decoding without timestamps.
-    fn prompt(&self, previous: &[u32], sot_seq: &[u32], opts: &DecodeOptions) -> Vec<u32> {
-        let sp = &self.model.config.special;
+    /// `DecodeOptions::hotwords` as tokens: `" " + hotwords.trim()`, at most 223 (faster-whisper's
+    /// `get_prompt`).
+    fn hotwords(&self, opts: &DecodeOptions) -> Result<std::sync::Arc<[u32]>> {
         let keep = self.model.config.n_text_ctx / 2 - 1;
-        let mut p = Vec::with_capacity(previous.len().min(keep) + sot_seq.len() + 2);
-        if !previous.is_empty() {
+        Ok(match opts.hotwords.as_deref().map(str::trim) {
+            Some(h) if !h.is_empty() => {
+                // Only the first 223 tokens are used: tokenize a head that surely holds them.
+                let h = dicta_core::text::prompt_head(h, dicta_core::text::PROMPT_TAIL_BYTES);
+                let mut t = self.model.tokenizer.encode(&format!(" {h}"))?;
+                t.truncate(keep);
+                t.into()
+            }
+            _ => std::sync::Arc::from([]),
+        })
+    }
+
+    /// faster-whisper's `get_prompt`: `<|startofprev|>` + the hotwords + the last 223 previous
+    /// tokens (fewer when hotwords and previous text together would not leave the window room
+    /// in the model's context, where faster-whisper would fail), the SOT sequence, and
+    /// `<|notimestamps|>` when decoding without timestamps.
+    fn prompt(
+        &self,
+        hotwords: &[u32],
+        previous: &[u32],
+        sot_seq: &[u32],
+        opts: &DecodeOptions,
+    ) -> Vec<u32> {
+        let sp = &self.model.config.special;
+        let ctx = self.model.config.n_text_ctx;
+        // faster-whisper keeps 223 tokens of each, which with a multilingual model's SOT
+        // sequence can pass the 448-token context (and CTranslate2 then fails); the previous
+        // text gives way just enough for the prompt to fit, so nothing that fits changes.
+        let fixed = 1 + hotwords.len() + sot_seq.len() + usize::from(opts.without_timestamps);
+        let keep = (ctx / 2 - 1).min(ctx.saturating_sub(fixed));
+        let mut p =
+            Vec::with_capacity(hotwords.len() + previous.len().min(keep) + sot_seq.len() + 2);
+        if !previous.is_empty() || !hotwords.is_empty() {
             p.push(sp.sot_prev);
+            p.extend_from_slice(hotwords);
             p.extend_from_slice(&previous[previous.len().saturating_sub(keep)..]);
         }
         p.extend_from_slice(sot_seq);

@@ -63,6 +63,8 @@ struct Form {
     min_speakers: Option<String>,
     max_speakers: Option<String>,
     channels: Option<String>,
+    /// faster-whisper's `hotwords` (plain text).
+    hotwords: Option<String>,
     /// faster-whisper's decoding options ([`DECODING_FIELDS`]: what the OpenAI SDK sends for
     /// `extra_body={"beam_size": 1, …}`), name and text as sent.
     decoding: Vec<(String, String)>,
@@ -185,6 +187,8 @@ async fn read_form(mut mp: Multipart) -> std::result::Result<Form, MultipartErro
             // Only the tail Whisper uses is kept; the rest is read and dropped as it arrives,
             // so a huge prompt costs neither memory nor tokenizer time.
             "prompt" => form.prompt = Some(tail_text(field, PROMPT_TAIL_BYTES).await?),
+            // Whisper keeps the first 223 tokens of the hotwords: the head that holds them.
+            "hotwords" => form.hotwords = Some(head_text(field, PROMPT_TAIL_BYTES).await?),
             "response_format" => form.response_format = Some(small_text(field).await?),
             "temperature" => form.temperature = Some(small_text(field).await?),
             "timestamp_granularities[]" | "timestamp_granularities" => {
@@ -241,6 +245,23 @@ async fn tail_text(
     }
     let text = String::from_utf8_lossy(&buf);
     Ok(dicta_core::text::prompt_tail(&text, max).to_string())
+}
+
+/// The first `max` bytes of a text field (ending before a word, see
+/// [`dicta_core::text::prompt_head`]), reading the rest without keeping it.
+async fn head_text(
+    field: axum::extract::multipart::Field<'_>,
+    max: usize,
+) -> Result<String, MultipartError> {
+    let mut field = field;
+    let mut buf: Vec<u8> = Vec::new();
+    while let Some(chunk) = field.chunk().await? {
+        // A few bytes more than `max`, so the cut can see whether a word goes on.
+        let room = (max + 8).saturating_sub(buf.len());
+        buf.extend_from_slice(&chunk[..chunk.len().min(room)]);
+    }
+    let text = String::from_utf8_lossy(&buf);
+    Ok(dicta_core::text::prompt_head(&text, max).to_string())
 }
 
 struct Parsed {
@@ -348,7 +369,8 @@ fn parse(form: Form, task: Task) -> Result<Parsed> {
         max_speakers,
         ..RequestOptions::default()
     };
-    let options = with_decoding(options, &form.decoding)?;
+    let mut options = with_decoding(options, &form.decoding)?;
+    options.hotwords = non_empty(form.hotwords);
     Ok(Parsed {
         input: RawInput {
             id: file_name,
