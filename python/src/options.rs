@@ -23,6 +23,8 @@ pub(crate) const DECODE_OPTIONS: &[&str] = &[
     "prompt_reset_on_temperature",
     "initial_prompt",
     "hotwords",
+    "repetition_penalty",
+    "no_repeat_ngram_size",
     "without_timestamps",
     "suppress_blank",
     "suppress_tokens",
@@ -103,6 +105,8 @@ pub(crate) fn decode_options(
             "best_of" => o.best_of = get(key, v, "an int >= 1")?,
             "patience" => o.patience = get(key, v, "a float")?,
             "length_penalty" => o.length_penalty = get(key, v, "a float")?,
+            "repetition_penalty" => o.repetition_penalty = get(key, v, "a float > 0")?,
+            "no_repeat_ngram_size" => o.no_repeat_ngram_size = get(key, v, "an int >= 0")?,
             "temperature" => {
                 o.temperatures = match v.extract::<f32>() {
                     Ok(t) => vec![t],

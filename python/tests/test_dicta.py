@@ -100,11 +100,13 @@ def test_decoding_keywords_are_the_clis_flags(engine):
     # faster-whisper's keyword names, the CLI's flags: the same results, and they matter.
     fs = files()
     kw = dict(beam_size=3, patience=2.0, length_penalty=0.5, suppress_tokens=[-1, 843, 262],
-              hotwords="Gutenberg, the Exhibition", max_new_tokens=30, no_speech_threshold=None)
+              hotwords="Gutenberg, the Exhibition", max_new_tokens=30, no_speech_threshold=None,
+              repetition_penalty=1.2, no_repeat_ngram_size=4)
     mine = engine.transcribe(fs, **kw)
     theirs = cli("--beam-size", "3", "--patience", "2", "--length-penalty", "0.5",
                  "--suppress-tokens", "-1,843,262", "--hotwords", "Gutenberg, the Exhibition",
-                 "--max-new-tokens", "30", "--no-speech-threshold", "none", *fs)
+                 "--max-new-tokens", "30", "--no-speech-threshold", "none",
+                 "--repetition-penalty", "1.2", "--no-repeat-ngram-size", "4", *fs)
     assert without_stats(mine) == without_stats(theirs)
     assert without_stats(mine) != without_stats(engine.transcribe(fs, beam_size=3))
 

@@ -16,6 +16,14 @@ pub struct DecodingArgs {
     /// first finished beam).
     #[arg(long)]
     pub length_penalty: Option<f32>,
+    /// Logits of tokens already sampled in a window are divided by this when positive and
+    /// multiplied when negative (default 1: off; above 1 discourages repetition).
+    #[arg(long)]
+    pub repetition_penalty: Option<f32>,
+    /// A token that would repeat an n-gram of this size within a window is never sampled
+    /// (default 0: off).
+    #[arg(long)]
+    pub no_repeat_ngram_size: Option<usize>,
     /// Decode again at the next temperature when the gzip compression ratio of the text is
     /// above this (default 2.4; `none`: never for this reason).
     #[arg(long, value_parser = parse_threshold)]
@@ -103,6 +111,12 @@ impl DecodingArgs {
         }
         if let Some(v) = self.length_penalty {
             o.length_penalty = v;
+        }
+        if let Some(v) = self.repetition_penalty {
+            o.repetition_penalty = v;
+        }
+        if let Some(v) = self.no_repeat_ngram_size {
+            o.no_repeat_ngram_size = v;
         }
         if let Some(Threshold(v)) = self.compression_ratio_threshold {
             o.compression_ratio_threshold = v;
@@ -196,6 +210,10 @@ mod tests {
             "7",
             "--hotwords",
             "Dicta, MFA",
+            "--repetition-penalty",
+            "1.5",
+            "--no-repeat-ngram-size",
+            "3",
         ]);
         let want = DecodeOptions {
             patience: 2.0,
@@ -212,6 +230,8 @@ mod tests {
             append_punctuations: ".".into(),
             seed: 7,
             hotwords: Some("Dicta, MFA".into()),
+            repetition_penalty: 1.5,
+            no_repeat_ngram_size: 3,
             ..DecodeOptions::default()
         };
         assert_eq!(o, want);

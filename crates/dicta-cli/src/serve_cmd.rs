@@ -183,7 +183,9 @@ impl EngineBackend {
             without_timestamps,
             suppress_blank,
             suppress_tokens,
-            max_initial_timestamp
+            max_initial_timestamp,
+            repetition_penalty,
+            no_repeat_ngram_size
         );
         if r.hotwords.is_some() {
             o.hotwords = r.hotwords.clone();

@@ -104,16 +104,20 @@ fn decoding_options_agree_across_interfaces_and_bad_values_are_refused() {
                 "20",
             ],
         },
-        // Beam search with patience and a length penalty, one segment without timestamps.
+        // Beam search with patience, a length penalty and CTranslate2's repetition rules, one
+        // segment without timestamps.
         Case {
             parameters: json!({"beam_size": 3, "patience": 2.0, "length_penalty": 0.5,
-                "without_timestamps": true, "initial_prompt": "Printing."}),
+                "without_timestamps": true, "initial_prompt": "Printing.",
+                "repetition_penalty": 1.3, "no_repeat_ngram_size": 3}),
             form: &[
                 "beam_size=3",
                 "patience=2.0",
                 "length_penalty=0.5",
                 "without_timestamps=true",
                 "prompt=Printing.",
+                "repetition_penalty=1.3",
+                "no_repeat_ngram_size=3",
             ],
             flags: &[
                 "--beam-size",
@@ -125,6 +129,10 @@ fn decoding_options_agree_across_interfaces_and_bad_values_are_refused() {
                 "--without-timestamps",
                 "--initial-prompt",
                 "Printing.",
+                "--repetition-penalty",
+                "1.3",
+                "--no-repeat-ngram-size",
+                "3",
             ],
         },
         // Hotwords (faster-whisper's), which this clip's transcript follows; the server's own
@@ -175,6 +183,7 @@ fn decoding_options_agree_across_interfaces_and_bad_values_are_refused() {
             "max_initial_timestamp",
         ),
         (json!({"beam_size": "five"}), "beam_size"),
+        (json!({"repetition_penalty": -1.0}), "repetition_penalty"),
     ] {
         let body = json!({"inputs": [{"audio_base64": audio}], "parameters": parameters});
         let (code, json) = post(&server, &body);

@@ -264,6 +264,31 @@ fn hotwords_option_matches_faster_whisper() {
     );
 }
 
+/// `repetition_penalty` (greedy) and `no_repeat_ngram_size` (beam 5).
+#[test]
+fn repetition_options_match_faster_whisper() {
+    option_parity(
+        "greedy_repetition15",
+        &reference(),
+        "greedy",
+        DecodeOptions {
+            repetition_penalty: 1.5,
+            ..opts(1)
+        },
+        0,
+    );
+    option_parity(
+        "beam5_no_repeat2",
+        &reference(),
+        "beam5",
+        DecodeOptions {
+            no_repeat_ngram_size: 2,
+            ..opts(5)
+        },
+        0,
+    );
+}
+
 /// `max_new_tokens` cuts every window's search.
 #[test]
 fn max_new_tokens_option_matches_faster_whisper() {

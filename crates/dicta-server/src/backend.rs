@@ -94,6 +94,11 @@ pub struct RequestOptions {
     pub max_new_tokens: Option<usize>,
     /// Words every window is biased towards (faster-whisper's `hotwords`).
     pub hotwords: Option<String>,
+    /// Logits of tokens already sampled in the window are divided (multiplied, when negative)
+    /// by this.
+    pub repetition_penalty: Option<f32>,
+    /// No n-gram of this size repeats within a window.
+    pub no_repeat_ngram_size: Option<usize>,
 }
 
 /// A request's `temperature`: one value or a schedule (see [`RequestOptions::temperature`]).

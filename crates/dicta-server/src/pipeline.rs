@@ -367,6 +367,20 @@ fn validate_decoding(o: &RequestOptions) -> Result<()> {
             }
         }
     }
+    if let Some(p) = o.repetition_penalty {
+        if !(p > 0.0 && p.is_finite()) {
+            return Err(Error::invalid_input(format!(
+                "repetition_penalty must be a number > 0, got {p}"
+            )));
+        }
+    }
+    if let Some(n) = o.no_repeat_ngram_size {
+        if n > 448 {
+            return Err(Error::invalid_input(format!(
+                "no_repeat_ngram_size must be in 0..=448, got {n}"
+            )));
+        }
+    }
     if let Some(t) = o.max_initial_timestamp {
         if !(0.0..=30.0).contains(&t) {
             return Err(Error::invalid_input(format!(
@@ -543,6 +557,20 @@ mod tests {
                     ..Default::default()
                 },
                 "max_new_tokens",
+            ),
+            (
+                RequestOptions {
+                    repetition_penalty: Some(0.0),
+                    ..Default::default()
+                },
+                "repetition_penalty",
+            ),
+            (
+                RequestOptions {
+                    no_repeat_ngram_size: Some(1000),
+                    ..Default::default()
+                },
+                "no_repeat_ngram_size",
             ),
             (
                 RequestOptions {

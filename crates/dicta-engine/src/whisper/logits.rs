@@ -61,6 +61,10 @@ pub struct LogitRules {
     /// Per search row: the sound of the row's window when it is the last of its recording and
     /// is finished in place ([`super::final_window`]); empty when no row is.
     finals: Vec<Option<std::sync::Arc<FinalRest>>>,
+    /// faster-whisper's `repetition_penalty` (1: none).
+    repetition_penalty: f32,
+    /// faster-whisper's `no_repeat_ngram_size` (0: none).
+    no_repeat_ngram_size: usize,
 }
 
 impl LogitRules {
@@ -76,7 +80,20 @@ impl LogitRules {
             suppress_at_begin,
             timestamps,
             finals: Vec::new(),
+            repetition_penalty: 1.0,
+            no_repeat_ngram_size: 0,
         }
+    }
+
+    /// The same rules, with faster-whisper's `repetition_penalty` (each token already sampled
+    /// in the window has its logit divided by it when positive, multiplied when negative) and
+    /// `no_repeat_ngram_size` (a token that would repeat an n-gram of the window's sampled
+    /// tokens is masked): CTranslate2's `RepetitionPenalty` and `NoRepeatNgram`, applied before
+    /// the other rules, as there.
+    pub fn with_repetition(mut self, penalty: f32, ngram_size: usize) -> Self {
+        self.repetition_penalty = penalty;
+        self.no_repeat_ngram_size = ngram_size;
+        self
     }
 
     /// The same rules, with the last windows among the search rows (`finals[row]`) held to
@@ -104,6 +121,20 @@ impl LogitRules {
     /// so far in this window, without the prompt). `logits` is one row `[V]` of raw logits.
     pub fn apply(&self, logits: &mut [f32], generated: &[u32]) {
         let step = generated.len();
+        if self.repetition_penalty != 1.0 && step > 0 {
+            penalize_repeats(logits, generated, self.repetition_penalty);
+        }
+        let n = self.no_repeat_ngram_size;
+        if n > 0 && step >= n {
+            // Every earlier occurrence of the last n - 1 tokens bans the token that followed
+            // it (with n = 1, every token sampled so far).
+            let suffix = &generated[step + 1 - n..];
+            for p in 0..=step - n {
+                if generated[p..p + n - 1] == *suffix {
+                    mask(logits, generated[p + n - 1] as usize);
+                }
+            }
+        }
         for &id in &self.suppress {
             mask(logits, id as usize);
         }
@@ -131,6 +162,20 @@ impl LogitRules {
                 mask(logits, ts.eot as usize);
                 *held = true;
             }
+        }
+    }
+}
+
+/// CTranslate2's `penalize_previous_tokens`: every logit of a token in `generated`, as it was
+/// before any of them changed (a token sampled twice is penalized once), divided by `penalty`
+/// when positive and multiplied by it otherwise.
+fn penalize_repeats(logits: &mut [f32], generated: &[u32], penalty: f32) {
+    let mut ids: Vec<u32> = generated.to_vec();
+    ids.sort_unstable();
+    ids.dedup();
+    for id in ids {
+        if let Some(v) = logits.get_mut(id as usize) {
+            *v = if *v < 0.0 { *v * penalty } else { *v / penalty };
         }
     }
 }
@@ -222,6 +267,30 @@ pub(crate) mod tests {
         let mut l = flat();
         rules.apply(&mut l, &[]);
         assert_eq!(allowed(&l), vec![22, 23, 24]);
+    }
+
+    #[test]
+    fn repetition_penalty_and_no_repeat_ngrams_follow_ctranslate2() {
+        let rules = LogitRules::new(vec![], vec![], None).with_repetition(2.0, 0);
+        let mut l = vec![1.0f32, -1.0, 4.0, 3.0];
+        rules.apply(&mut l, &[]);
+        assert_eq!(l, [1.0, -1.0, 4.0, 3.0], "nothing sampled yet");
+        // Token 1 twice: penalized once; positive logits halve, negative ones double.
+        rules.apply(&mut l, &[1, 2, 1]);
+        assert_eq!(l, [1.0, -2.0, 2.0, 3.0]);
+        // n = 3 over [0, 1, 2, 0, 1]: the suffix [0, 1] came before, then 2: 2 is banned.
+        let rules = LogitRules::new(vec![], vec![], None).with_repetition(1.0, 3);
+        let mut l = vec![0.5f32; 4];
+        rules.apply(&mut l, &[0, 1, 2, 0, 1]);
+        assert_eq!(l, [0.5, 0.5, f32::NEG_INFINITY, 0.5]);
+        let mut l = vec![0.5f32; 4];
+        rules.apply(&mut l, &[0, 1]);
+        assert_eq!(l, [0.5; 4], "shorter than n: nothing to repeat");
+        // n = 1: no token twice.
+        let rules = LogitRules::new(vec![], vec![], None).with_repetition(1.0, 1);
+        let mut l = vec![0.5f32; 4];
+        rules.apply(&mut l, &[3, 1]);
+        assert_eq!(l, [0.5, f32::NEG_INFINITY, 0.5, f32::NEG_INFINITY]);
     }
 
     #[test]

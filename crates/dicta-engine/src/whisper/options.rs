@@ -60,6 +60,12 @@ pub struct DecodeOptions {
     pub patience: f32,
     /// Exponent of the length normalisation of hypothesis scores.
     pub length_penalty: f32,
+    /// Logits of tokens already sampled in the window are divided by this when positive and
+    /// multiplied when negative (faster-whisper's `repetition_penalty`; 1: off).
+    pub repetition_penalty: f32,
+    /// A token that would repeat an n-gram of this size among the window's sampled tokens is
+    /// never sampled (faster-whisper's `no_repeat_ngram_size`; 0: off).
+    pub no_repeat_ngram_size: usize,
     /// Temperatures tried in order until a result passes the thresholds.
     pub temperatures: Vec<f32>,
     /// Fallback when the gzip compression ratio of the text exceeds this (too repetitive).
@@ -132,6 +138,8 @@ impl Default for DecodeOptions {
             best_of: 5,
             patience: 1.0,
             length_penalty: 1.0,
+            repetition_penalty: 1.0,
+            no_repeat_ngram_size: 0,
             temperatures: vec![0.0, 0.2, 0.4, 0.6, 0.8, 1.0],
             compression_ratio_threshold: Some(2.4),
             log_prob_threshold: Some(-1.0),
@@ -195,6 +203,12 @@ impl DecodeOptions {
             return Err(Error::invalid_input(format!(
                 "length_penalty must be finite, got {}",
                 self.length_penalty
+            )));
+        }
+        if !(self.repetition_penalty.is_finite() && self.repetition_penalty > 0.0) {
+            return Err(Error::invalid_input(format!(
+                "repetition_penalty must be > 0, got {}",
+                self.repetition_penalty
             )));
         }
         if self.temperatures.is_empty() {

@@ -719,6 +719,7 @@ impl WindowDecoder<'_> {
             }
         });
         LogitRules::new(self.suppress.clone(), begin, ts)
+            .with_repetition(self.opts.repetition_penalty, self.opts.no_repeat_ngram_size)
     }
 }
 

@@ -86,6 +86,8 @@ const DECODING_FIELDS: &[&str] = &[
     "suppress_tokens",
     "max_initial_timestamp",
     "max_new_tokens",
+    "repetition_penalty",
+    "no_repeat_ngram_size",
 ];
 
 /// `options` with the decoding fields of the form set: each value is read as JSON (`5`,
@@ -141,6 +143,8 @@ fn with_decoding(
     options.suppress_tokens = d.suppress_tokens;
     options.max_initial_timestamp = d.max_initial_timestamp;
     options.max_new_tokens = d.max_new_tokens;
+    options.repetition_penalty = d.repetition_penalty;
+    options.no_repeat_ngram_size = d.no_repeat_ngram_size;
     Ok(options)
 }
 
