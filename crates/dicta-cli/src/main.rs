@@ -44,7 +44,7 @@ enum Command {
     /// Who spoke when: speaker turns as RTTM (or JSON).
     Diarize(diarize_cmd::DiarizeArgs),
     /// Run the HTTP/WebSocket server (OpenAI-compatible API, batch JSON, streaming).
-    Serve(serve_cmd::ServeArgs),
+    Serve(Box<serve_cmd::ServeArgs>),
     /// Measure speed (RTFx, latency) and accuracy (WER) against peers.
     Bench(bench::BenchArgs),
     /// Decode CTC log-probs saved as `[T, V]` float32 .npy (greedy, or beam search with an n-gram LM).
