@@ -34,35 +34,6 @@ fn segments(t: &Value) -> Vec<(f64, f64, String)> {
         .collect()
 }
 
-/// POSTs a `/transcribe` body; returns (status, JSON).
-fn post(server: &Server, body: &Value) -> (u16, Value) {
-    let path = std::env::temp_dir().join(format!(
-        "dicta-serve-decoding-{}-{:x}.json",
-        std::process::id(),
-        fnv(body.to_string().as_bytes())
-    ));
-    std::fs::write(&path, body.to_string()).unwrap();
-    let (out, ok) = server.curl(&[
-        "-w",
-        "\n%{http_code}",
-        "-H",
-        "content-type: application/json",
-        "--data-binary",
-        &format!("@{}", path.display()),
-        &format!("{}/transcribe", server.base),
-    ]);
-    let _ = std::fs::remove_file(&path);
-    assert!(ok, "{out}");
-    let (json, code) = out.rsplit_once('\n').unwrap();
-    (code.parse().unwrap(), serde_json::from_str(json).unwrap())
-}
-
-fn fnv(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
-}
-
 /// One option set as `/transcribe` parameters, OpenAI form fields and CLI flags.
 struct Case {
     parameters: Value,
@@ -153,7 +124,7 @@ fn decoding_options_agree_across_interfaces_and_bad_values_are_refused() {
         assert_ne!(want, default, "case {i}: the options change the transcript");
         let mut body = json!({"inputs": [{"id": "lj", "audio_base64": audio}]});
         body["parameters"] = case.parameters.clone();
-        let (code, json) = post(&server, &body);
+        let (code, json) = server.post_transcribe(&body);
         assert_eq!(code, 200, "case {i}: {json}");
         assert_eq!(segments(&json["results"][0]), want, "case {i}: /transcribe");
         // The OpenAI route takes the same options as extra form fields (temperature 0 there
@@ -186,7 +157,7 @@ fn decoding_options_agree_across_interfaces_and_bad_values_are_refused() {
         (json!({"repetition_penalty": -1.0}), "repetition_penalty"),
     ] {
         let body = json!({"inputs": [{"audio_base64": audio}], "parameters": parameters});
-        let (code, json) = post(&server, &body);
+        let (code, json) = server.post_transcribe(&body);
         assert_eq!(code, 400, "{parameters}: {json}");
         let message = json["error"]["message"].as_str().unwrap_or_default();
         assert!(message.contains(named), "{parameters}: {message}");

@@ -66,30 +66,11 @@ fn openai_sdk_translates_and_reports_the_detected_language() {
     // `/transcribe`: an unknown language is a 400 listing the codes; `task` translates.
     let wav = std::fs::read(format!("{FIXTURE}/{}", it["wav"].as_str().unwrap())).unwrap();
     let post = |parameters: serde_json::Value| {
-        let body = serde_json::json!({
+        let (code, v) = server.post_transcribe(&serde_json::json!({
             "inputs": [{"id": "a", "audio_base64": common::base64(&wav)}],
             "parameters": parameters,
-        });
-        let path = std::env::temp_dir().join(format!(
-            "dicta-serve-multilingual-{}.json",
-            std::process::id()
-        ));
-        std::fs::write(&path, body.to_string()).unwrap();
-        let (out, ok) = server.curl(&[
-            "-w",
-            "\n%{http_code}",
-            "-H",
-            "content-type: application/json",
-            "--data-binary",
-            &format!("@{}", path.display()),
-            &format!("{}/transcribe", server.base),
-        ]);
-        assert!(ok, "{out}");
-        let (body, code) = out.trim_end().rsplit_once('\n').unwrap();
-        (
-            code.to_string(),
-            serde_json::from_str::<serde_json::Value>(body).unwrap(),
-        )
+        }));
+        (code.to_string(), v)
     };
     let (code, v) = post(serde_json::json!({"language": "xx"}));
     assert_eq!(code, "400", "{v}");

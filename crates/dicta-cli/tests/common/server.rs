@@ -110,6 +110,34 @@ impl Server {
         transcribe_at(&self.base, path)
     }
 
+    /// POSTs `body` to `/transcribe` (through a file: a base64 body is too long for an
+    /// argument); returns (status, JSON body).
+    pub fn post_transcribe(&self, body: &serde_json::Value) -> (u16, serde_json::Value) {
+        static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let path = std::env::temp_dir().join(format!(
+            "dicta-serve-body-{}-{}.json",
+            std::process::id(),
+            CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        std::fs::write(&path, body.to_string()).unwrap();
+        let (out, ok) = self.curl(&[
+            "-w",
+            "\n%{http_code}",
+            "-H",
+            "content-type: application/json",
+            "--data-binary",
+            &format!("@{}", path.display()),
+            &format!("{}/transcribe", self.base),
+        ]);
+        let _ = std::fs::remove_file(&path);
+        assert!(ok, "{out}");
+        let (json, code) = out.trim_end().rsplit_once('\n').unwrap();
+        (
+            code.parse().unwrap_or(0),
+            serde_json::from_str(json).unwrap_or(serde_json::Value::Null),
+        )
+    }
+
     /// The value of an unlabelled metric line `name value`.
     pub fn metric(&self, name: &str) -> Option<f64> {
         let (text, _) = self.curl(&[&format!("{}/metrics", self.base)]);
