@@ -165,16 +165,20 @@ impl EngineBackend {
             Some(Temperature::Schedule(ts)) => o.temperatures = ts.clone(),
             _ => {}
         }
-        // faster-whisper's decoding options, where the request sets them.
+        // faster-whisper's decoding options, where the request sets them: `plain` fields hold
+        // the value itself, `optional` ones an `Option` of it.
         macro_rules! set {
-            ($($field:ident),*) => {$(
-                if let Some(v) = &r.$field {
+            (plain: $($field:ident),*; optional: $($opt:ident),*) => {
+                $(if let Some(v) = &r.$field {
                     o.$field = v.clone();
-                }
-            )*};
+                })*
+                $(if r.$opt.is_some() {
+                    o.$opt = r.$opt.clone();
+                })*
+            };
         }
         set!(
-            beam_size,
+            plain: beam_size,
             best_of,
             patience,
             length_penalty,
@@ -185,26 +189,13 @@ impl EngineBackend {
             suppress_tokens,
             max_initial_timestamp,
             repetition_penalty,
-            no_repeat_ngram_size
+            no_repeat_ngram_size;
+            optional: compression_ratio_threshold,
+            log_prob_threshold,
+            no_speech_threshold,
+            max_new_tokens,
+            hotwords
         );
-        if r.hotwords.is_some() {
-            o.hotwords = r.hotwords.clone();
-        }
-        for (to, from) in [
-            (
-                &mut o.compression_ratio_threshold,
-                r.compression_ratio_threshold,
-            ),
-            (&mut o.log_prob_threshold, r.log_prob_threshold),
-            (&mut o.no_speech_threshold, r.no_speech_threshold),
-        ] {
-            if from.is_some() {
-                *to = from;
-            }
-        }
-        if r.max_new_tokens.is_some() {
-            o.max_new_tokens = r.max_new_tokens;
-        }
         o.word_timestamps = r.word_timestamps;
         o.vad = r
             .vad_filter
