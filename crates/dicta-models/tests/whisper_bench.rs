@@ -245,10 +245,20 @@ fn decode_steps_in_pool() {
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or(8);
+        // DICTA_BENCH_BEAMS=B: the rows are B per window (a beam search), `n / B` windows.
+        let beams: usize = std::env::var("DICTA_BENCH_BEAMS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1)
+            .clamp(1, n);
         let enc1 = m.encode(&mel().i(0..1).unwrap()).unwrap();
-        let enc = Tensor::cat(&vec![enc1; n], 0).unwrap();
+        let enc = Tensor::cat(&vec![enc1; n / beams], 0).unwrap();
         let t = Instant::now();
         let mut cache = m.new_cache(&enc).unwrap();
+        if beams > 1 {
+            let rows: Vec<u32> = (0..n as u32).map(|r| r / beams as u32).collect();
+            cache.select_rows(&rows).unwrap();
+        }
         let t_cross = t.elapsed().as_secs_f64();
         // DICTA_BENCH_PROMPT=P feeds P previous-text tokens first, as conditioning on the
         // previous window does (up to 224).

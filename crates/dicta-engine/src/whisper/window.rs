@@ -446,6 +446,13 @@ impl WindowDecoder<'_> {
                 windows = sub.len(),
                 rows = expand.len(),
                 temperature,
+                // The search runs until its longest window ends.
+                max_tokens = results
+                    .iter()
+                    .map(|(h, _)| h.tokens.len())
+                    .max()
+                    .unwrap_or(0),
+                tokens = results.iter().map(|(h, _)| h.tokens.len()).sum::<usize>(),
                 ms = started.elapsed().as_secs_f64() * 1e3,
                 "searched"
             );
