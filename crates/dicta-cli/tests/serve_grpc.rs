@@ -1,6 +1,7 @@
 //! `dicta serve --grpc-port 0`: NVIDIA's own Riva client (PyPI `nvidia-riva-client`) against the
 //! real binary (serve_grpc_check.py): Recognize of WAV files, raw PCM at 22.05 kHz, stereo,
-//! μ-law and A-law give the CLI's texts; StreamingRecognize gives interim results and
+//! μ-law and A-law give the CLI's texts, and so do word boosting (`speech_contexts`, as
+//! `--hotwords`) and `custom_configuration` (as the CLI's decoding flags); StreamingRecognize gives interim results and
 //! finals close to them, with word offsets; health, config, API key, error codes and the stream
 //! limit. `.ci/run` installs the client and sets DICTA_REQUIRE_CLIENTS, so there a missing
 //! client fails instead of skipping.
@@ -36,9 +37,9 @@ fn the_riva_client_works_against_the_grpc_port() {
     let wav16 = format!("{DATA}/openai_whisper/jfk.16k.wav");
     let wav22 = format!("{DATA}/coqui_tts/LJ001-0001.wav");
     // The expected texts are the CLI's, with the server's settings (greedy, no VAD).
-    let cli_text = |wav: &str| {
+    let cli_text = |wav: &str, flags: &[&str]| {
         let model = model.to_string_lossy();
-        let v = dicta_json(&[
+        let mut args = vec![
             "transcribe",
             "--quiet",
             "--beam-size",
@@ -46,11 +47,20 @@ fn the_riva_client_works_against_the_grpc_port() {
             "--model",
             &model,
             wav,
-        ]);
+        ];
+        args.extend(flags);
+        let v = dicta_json(&args);
         v["results"][0]["text"].as_str().unwrap().trim().to_string()
     };
-    let expect16 = cli_text(&wav16);
-    let expect22 = cli_text(&wav22);
+    let expect16 = cli_text(&wav16, &[]);
+    let expect22 = cli_text(&wav22, &[]);
+    // Riva's word boosting (speech_contexts) is Whisper's `hotwords`, and custom_configuration
+    // sets the decoding options: both change this clip's text, so ignoring them fails.
+    let phrases = "Printing, Gutenberg";
+    let expect_hot = cli_text(&wav22, &["--hotwords", phrases]);
+    let expect_custom = cli_text(&wav22, &["--max-new-tokens", "5"]);
+    assert_ne!(expect_hot, expect22, "the phrases must change the text");
+    assert_ne!(expect_custom, expect22, "the options must change the text");
     // Models are named as `--model` gave them (here the folder).
     let name = model.to_string_lossy().into_owned();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/serve_grpc_check.py");
@@ -59,6 +69,9 @@ fn the_riva_client_works_against_the_grpc_port() {
         .args(["--uri", &grpc, "--key", key, "--model", &name])
         .args(["--wav16", &wav16, "--expect16", &expect16])
         .args(["--wav22", &wav22, "--expect22", &expect22])
+        .args(["--phrases", phrases, "--expect-hot", &expect_hot])
+        .args(["--custom", "beam_size:1,max_new_tokens:5"])
+        .args(["--expect-custom", &expect_custom])
         .status()
         .unwrap();
     assert!(status.success(), "Riva client check failed");

@@ -81,6 +81,45 @@ def g711_and_stereo(asr, a, frames, rate, text):
         check(word_errors(a.expect16, t) <= 3, f"Recognize({name} 8 kHz) ≈ HTTP text\n{t!r}")
 
 
+def boosting_and_custom_configuration(asr, a, frames, rate):
+    """Word boosting and custom_configuration, set with the Riva client's own helpers, give the
+    CLI's texts for --hotwords and the same decoding flags; bad ones are refused by name."""
+
+    def raw_cfg():
+        return riva.client.RecognitionConfig(encoding=riva.client.AudioEncoding.LINEAR_PCM, sample_rate_hertz=rate, language_code="en-US")
+
+    phrases = [p.strip() for p in a.phrases.split(",")]
+    cfg = raw_cfg()
+    riva.client.add_word_boosting_to_config(cfg, phrases, 20.0)
+    text = offline_text(asr.offline_recognize(frames, cfg))
+    check(text == a.expect_hot, f"Recognize with speech_contexts == the CLI with --hotwords\n{text!r}\n{a.expect_hot!r}")
+    cfg = raw_cfg()
+    riva.client.add_custom_configuration_to_config(cfg, a.custom)
+    text = offline_text(asr.offline_recognize(frames, cfg))
+    check(text == a.expect_custom, f"Recognize with custom_configuration {a.custom} == the CLI's flags\n{text!r}\n{a.expect_custom!r}")
+    # A list value, set on the map itself (the helper splits at commas).
+    cfg = raw_cfg()
+    cfg.custom_configuration.update({"temperature": "[0.0]", "max_new_tokens": "5"})
+    text = offline_text(asr.offline_recognize(frames, cfg))
+    check(text == a.expect_custom, f"custom_configuration with a JSON list\n{text!r}")
+
+    for what, edit, needle in [
+        ("a negative boost", lambda c: riva.client.add_word_boosting_to_config(c, ["x"], -10.0), "negative boost"),
+        ("beam_size 0", lambda c: c.custom_configuration.update({"beam_size": "0"}), "beam_size"),
+        ("an unknown key", lambda c: c.custom_configuration.update({"beam_sise": "2"}), "beam_sise"),
+    ]:
+        cfg = raw_cfg()
+        edit(cfg)
+        code, details, meta = code_of(lambda: asr.offline_recognize(frames, cfg))
+        check(code == grpc.StatusCode.INVALID_ARGUMENT and needle in details and meta.get("dicta-error-type") == "invalid_input",
+              f"{what} -> {code} {details} {meta}")
+    # Streaming sessions take neither: refused, not ignored.
+    scfg = riva.client.StreamingRecognitionConfig(config=raw_cfg(), interim_results=False)
+    riva.client.add_word_boosting_to_config(scfg, phrases, 20.0)
+    code, details, _ = code_of(lambda: list(asr.streaming_response_generator(audio_chunks=iter([frames[:4410]]), streaming_config=scfg)))
+    check(code == grpc.StatusCode.INVALID_ARGUMENT and "speech_contexts" in details, f"StreamingRecognize with speech_contexts -> {code} {details}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--uri", required=True)
@@ -90,6 +129,10 @@ def main():
     ap.add_argument("--expect16", required=True, help="the CLI's text for --wav16")
     ap.add_argument("--wav22", required=True, help="a 22.05 kHz mono 16-bit WAV")
     ap.add_argument("--expect22", required=True)
+    ap.add_argument("--phrases", required=True, help="boosted phrases, comma-separated")
+    ap.add_argument("--expect-hot", required=True, help="the CLI's text for --wav22 with --hotwords PHRASES")
+    ap.add_argument("--custom", required=True, help="custom_configuration as the Riva client's key:value,…")
+    ap.add_argument("--expect-custom", required=True, help="the CLI's text for --wav22 with the same options")
     a = ap.parse_args()
 
     auth = riva.client.Auth(uri=a.uri, metadata_args=[["authorization", f"Bearer {a.key}"]])
@@ -144,6 +187,8 @@ def main():
     raw_cfg = riva.client.RecognitionConfig(encoding=riva.client.AudioEncoding.LINEAR_PCM, sample_rate_hertz=rate, language_code="en-US")
     text = offline_text(asr.offline_recognize(frames, raw_cfg))
     check(word_errors(a.expect22, text) == 0, f"Recognize(raw 22.05 kHz PCM) == the CLI's text\n{text!r}\n{a.expect22!r}")
+
+    boosting_and_custom_configuration(asr, a, frames, rate)
 
     if audioop is None:
         print("note: no audioop (Python >= 3.13): stereo and G.711 checks skipped")

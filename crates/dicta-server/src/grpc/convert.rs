@@ -4,7 +4,7 @@ use dicta_audio::decode::PcmEncoding;
 use dicta_core::{Error, ErrorKind, Result, Segment, Transcript, Word};
 
 use super::pb::nvidia::riva::asr::{
-    RecognitionConfig, SpeechRecognitionAlternative, SpeechRecognitionResult,
+    RecognitionConfig, SpeechContext, SpeechRecognitionAlternative, SpeechRecognitionResult,
     StreamingRecognitionResult, WordInfo,
 };
 use super::pb::nvidia::riva::AudioEncoding;
@@ -206,8 +206,14 @@ pub(crate) fn language(code: &str) -> Option<String> {
     (!base.is_empty()).then_some(base)
 }
 
-/// The request options a config asks for.
-pub(crate) fn request_options(config: &RecognitionConfig) -> RequestOptions {
+/// The request options a config asks for: its language, word offsets and diarization, the
+/// phrases of `speech_contexts` as faster-whisper's `hotwords`, and `custom_configuration`'s
+/// entries as the `/transcribe` parameters of the same names (`beam_size`, `temperature`,
+/// `vad_filter`, `initial_prompt`, …), which override the rest. Values are read as JSON
+/// (`5`, `true`, `[0.0, 0.2]`), text fields ([`TEXT_FIELDS`]) as they are. A key that is
+/// not a parameter is refused, as a `/transcribe` body's unknown field is: a typo must not
+/// pass silently.
+pub(crate) fn request_options(config: &RecognitionConfig) -> Result<RequestOptions> {
     let diarize = config
         .diarization_config
         .as_ref()
@@ -217,13 +223,68 @@ pub(crate) fn request_options(config: &RecognitionConfig) -> RequestOptions {
         .as_ref()
         .and_then(|d| usize::try_from(d.max_speaker_count).ok())
         .filter(|&n| n > 0 && diarize);
-    RequestOptions {
+    let base = RequestOptions {
         language: language(&config.language_code),
         word_timestamps: config.enable_word_time_offsets,
         diarize,
         max_speakers,
+        hotwords: boosted_phrases(&config.speech_contexts)?,
         ..RequestOptions::default()
+    };
+    if config.custom_configuration.is_empty() {
+        return Ok(base);
     }
+    let serde_json::Value::Object(mut fields) =
+        serde_json::to_value(&base).map_err(|e| Error::internal(e.to_string()))?
+    else {
+        return Err(Error::internal("request options are not a JSON object"));
+    };
+    // Unset options are left out, so that a custom `initial_prompt` (an alias of `prompt`) is
+    // not also given as `prompt`.
+    fields.retain(|_, v| !v.is_null());
+    for (key, text) in &config.custom_configuration {
+        let key = key.trim();
+        if key == "channels" {
+            // Riva's own fields say how channels are read (`audio_channel_count`); results
+            // per channel are not built for Riva's messages.
+            return Err(Error::invalid_input(
+                "custom_configuration: channels is not supported over gRPC; the channels of \
+                 the audio are mixed",
+            ));
+        }
+        let value = if TEXT_FIELDS.contains(&key) {
+            serde_json::Value::String(text.clone())
+        } else {
+            serde_json::from_str(text.trim())
+                .unwrap_or_else(|_| serde_json::Value::String(text.clone()))
+        };
+        fields.insert(key.to_string(), value);
+    }
+    serde_json::from_value(serde_json::Value::Object(fields))
+        .map_err(|e| Error::invalid_input(format!("custom_configuration: {e}")))
+}
+
+/// `custom_configuration` keys whose values are text, taken as sent (a prompt of "42" stays
+/// text).
+const TEXT_FIELDS: &[&str] = &["language", "prompt", "initial_prompt", "hotwords", "task"];
+
+/// Riva's word boosting as Whisper's `hotwords`: the phrases of every context, in order,
+/// joined by ", ". Whisper has no weight per phrase: any boost of 0 or more puts its phrases
+/// in the prompt, and a negative boost (Riva's way to make words less likely) is refused
+/// rather than ignored.
+fn boosted_phrases(contexts: &[SpeechContext]) -> Result<Option<String>> {
+    let mut phrases: Vec<&str> = Vec::new();
+    for c in contexts {
+        if c.boost < 0.0 {
+            return Err(Error::invalid_input(format!(
+                "speech_contexts: a negative boost ({}) is not supported: Whisper models can \
+                 bias towards phrases (boost >= 0) but not away from them",
+                c.boost
+            )));
+        }
+        phrases.extend(c.phrases.iter().map(|p| p.trim()).filter(|p| !p.is_empty()));
+    }
+    Ok((!phrases.is_empty()).then(|| phrases.join(", ")))
 }
 
 /// Seconds → Riva's milliseconds.
@@ -357,6 +418,75 @@ mod tests {
         assert_eq!(language("en-US").as_deref(), Some("en"));
         assert_eq!(language(""), None);
         assert_eq!(speaker_tag(Some("SPEAKER_01")), 2);
+    }
+
+    fn config_with(custom: &[(&str, &str)], contexts: &[(&[&str], f32)]) -> RecognitionConfig {
+        RecognitionConfig {
+            language_code: "en-US".into(),
+            custom_configuration: custom
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            speech_contexts: contexts
+                .iter()
+                .map(|(phrases, boost)| SpeechContext {
+                    phrases: phrases.iter().map(|p| p.to_string()).collect(),
+                    boost: *boost,
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn speech_contexts_become_hotwords_and_custom_configuration_sets_parameters() {
+        let o = request_options(&config_with(
+            &[
+                ("beam_size", "1"),
+                ("temperature", "[0.0, 0.2]"),
+                ("initial_prompt", "42"),
+                ("vad_filter", "true"),
+                ("no_speech_threshold", "null"),
+                ("language", "de"),
+            ],
+            &[(&["Dicta", " MFA "], 20.0), (&["Riva"], 0.0)],
+        ))
+        .unwrap();
+        assert_eq!(o.hotwords.as_deref(), Some("Dicta, MFA, Riva"));
+        assert_eq!(o.beam_size, Some(1));
+        assert_eq!(
+            o.temperature,
+            Some(crate::backend::Temperature::Schedule(vec![0.0, 0.2]))
+        );
+        // Text fields stay text; `initial_prompt` is `prompt`.
+        assert_eq!(o.prompt.as_deref(), Some("42"));
+        assert!(o.vad_filter);
+        assert_eq!(o.no_speech_threshold, None);
+        // The custom entry overrides the config's own field.
+        assert_eq!(o.language.as_deref(), Some("de"));
+        // Without either, the config's fields alone.
+        let plain = request_options(&config_with(&[], &[])).unwrap();
+        assert_eq!(
+            plain,
+            RequestOptions {
+                language: Some("en".into()),
+                ..Default::default()
+            }
+        );
+    }
+
+    #[test]
+    fn bad_boosts_and_custom_keys_are_refused_by_name() {
+        for (custom, contexts, needle) in [
+            (vec![], vec![(&["x"][..], -5.0)], "negative boost"),
+            (vec![("beam_sise", "2")], vec![], "beam_sise"),
+            (vec![("beam_size", "two")], vec![], "custom_configuration"),
+            (vec![("channels", "split")], vec![], "channels"),
+        ] {
+            let e = request_options(&config_with(&custom, &contexts)).unwrap_err();
+            assert_eq!(e.kind, ErrorKind::InvalidInput, "{}", e.message);
+            assert!(e.message.contains(needle), "{needle}: {}", e.message);
+        }
     }
 
     #[test]

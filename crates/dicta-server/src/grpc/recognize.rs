@@ -27,7 +27,7 @@ impl RivaSpeechRecognition for RivaAsr {
         let req = request.into_inner();
         let config = req.config.unwrap_or_default();
         let (format, bytes) = convert::recognize_audio(&config, req.audio).map_err(status)?;
-        let options = convert::request_options(&config);
+        let options = convert::request_options(&config).map_err(status)?;
         let words = options.word_timestamps;
         let request_id = uuid::Uuid::new_v4().to_string();
         let span = tracing::info_span!("grpc", request_id = %request_id, rpc = "Recognize");

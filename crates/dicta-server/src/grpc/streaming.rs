@@ -71,6 +71,14 @@ pub(crate) async fn start(
         ));
     };
     let rc = config.config.unwrap_or_default();
+    if !rc.speech_contexts.is_empty() || !rc.custom_configuration.is_empty() {
+        // A streaming session decodes with the model's streaming settings; saying so beats
+        // ignoring the phrases or options a client counts on.
+        return Err(status(Error::invalid_input(
+            "StreamingRecognize takes no speech_contexts or custom_configuration (streaming \
+             sessions use the model's own decoding settings); use Recognize for them",
+        )));
+    }
     let model = Some(rc.model.clone()).filter(|m| !m.is_empty());
     let (_, backend) = state.model(model.as_deref()).map_err(status)?.clone();
     if !backend.supports_streaming() {
