@@ -32,6 +32,7 @@ pub(crate) const DECODE_OPTIONS: &[&str] = &[
     "language",
     "task",
     "max_new_tokens",
+    "clip_timestamps",
     "seed",
     "word_timestamps",
     "prepend_punctuations",
@@ -124,6 +125,18 @@ pub(crate) fn decode_options(
             }
             "initial_prompt" => o.initial_prompt = get(key, v, "a str or None")?,
             "hotwords" => o.hotwords = get(key, v, "a str or None")?,
+            "clip_timestamps" => {
+                // faster-whisper's forms: "0,10.5,20" or [0, 10.5, 20].
+                let c = match v.extract::<String>() {
+                    Ok(t) => dicta_core::ClipTimestamps::Text(t),
+                    Err(_) => dicta_core::ClipTimestamps::List(get(
+                        key,
+                        v,
+                        "a str of comma-separated seconds or a list of floats",
+                    )?),
+                };
+                o.clip_timestamps = c.seconds()?;
+            }
             "without_timestamps" => o.without_timestamps = get(key, v, "a bool")?,
             "suppress_blank" => o.suppress_blank = get(key, v, "a bool")?,
             "suppress_tokens" => o.suppress_tokens = get(key, v, "a list of ints")?,

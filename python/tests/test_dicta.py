@@ -109,6 +109,14 @@ def test_decoding_keywords_are_the_clis_flags(engine):
                  "--repetition-penalty", "1.2", "--no-repeat-ngram-size", "4", *fs)
     assert without_stats(mine) == without_stats(theirs)
     assert without_stats(mine) != without_stats(engine.transcribe(fs, beam_size=3))
+    # clip_timestamps in both of faster-whisper's forms == the CLI's --clip-timestamps.
+    clipped = cli("--clip-timestamps", "0.5,3,6", str(JFK))
+    for form in ("0.5,3,6", [0.5, 3, 6]):
+        assert without_stats(engine.transcribe([str(JFK)], clip_timestamps=form)) == without_stats(clipped)
+    segs = clipped["results"][0]["segments"]
+    assert segs and all(0.5 <= s["start"] and (s["end"] <= 3 or s["start"] >= 6) for s in segs), segs
+    with pytest.raises(dicta.InvalidInput, match="clip_timestamps"):
+        engine.transcribe([str(JFK)], clip_timestamps="1,x")
 
 
 def test_an_array_gives_the_text_of_its_file(engine):

@@ -196,6 +196,10 @@ impl EngineBackend {
             max_new_tokens,
             hotwords
         );
+        if let Some(c) = &r.clip_timestamps {
+            // Checked with the request (`validate_options`).
+            o.clip_timestamps = c.seconds().unwrap_or_default();
+        }
         o.word_timestamps = r.word_timestamps;
         o.vad = r
             .vad_filter

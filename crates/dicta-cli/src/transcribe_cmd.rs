@@ -209,6 +209,11 @@ pub struct TranscribeArgs {
     /// json / verbose_json output.
     #[arg(long)]
     pub word_timestamps: bool,
+    /// Whisper: transcribe only these stretches of each input, as faster-whisper's
+    /// `clip_timestamps`: seconds `start,end,start,end,…` (the last end defaults to the
+    /// input's end); times stay those of the input. Not with --vad-filter.
+    #[arg(long, value_parser = parse_seconds_list, conflicts_with = "vad_filter")]
+    pub clip_timestamps: Option<SecondsList>,
     #[command(flatten)]
     pub decoding: crate::decoding_args::DecodingArgs,
     /// Transcribe only the speech Silero VAD finds (faster-whisper's `vad_filter`); times stay
@@ -274,6 +279,11 @@ pub fn run(args: &TranscribeArgs, g: &Globals) -> Result<u8> {
         word_timestamps: args.word_timestamps,
         language: args.language.clone(),
         vad: args.vad_filter.then(|| args.vad.options()),
+        clip_timestamps: args
+            .clip_timestamps
+            .as_ref()
+            .map(|c| c.0.clone())
+            .unwrap_or_default(),
         diarize: args.diarize.then(|| args.speaker.options()),
         channels: match args.channels {
             ChannelsArg::Mix => dicta_core::ChannelMode::Mix,
@@ -591,6 +601,16 @@ fn write_results(
 /// Parses `--compute-type` (default | float32 | int8).
 pub(crate) fn parse_compute_type(s: &str) -> std::result::Result<ComputeType, String> {
     s.parse::<ComputeType>().map_err(|e| e.message)
+}
+
+/// Seconds given as one comma-separated value (`--clip-timestamps 0,10.5,20`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SecondsList(pub Vec<f64>);
+
+fn parse_seconds_list(s: &str) -> Result<SecondsList, String> {
+    let seconds = dicta_core::clips::parse(s).map_err(|e| e.message)?;
+    dicta_core::clips::validate(&seconds).map_err(|e| e.message)?;
+    Ok(SecondsList(seconds))
 }
 
 #[cfg(test)]

@@ -118,6 +118,12 @@ fn decoding_options_agree_across_interfaces_and_bad_values_are_refused() {
                 "1",
             ],
         },
+        // faster-whisper's clip_timestamps, as a list in the body and as text in the form.
+        Case {
+            parameters: json!({"clip_timestamps": [0.5, 3.2, 5]}),
+            form: &["clip_timestamps=0.5,3.2,5"],
+            flags: &["--clip-timestamps", "0.5,3.2,5", "--beam-size", "1"],
+        },
     ];
     for (i, case) in cases.iter().enumerate() {
         let want = cli(case.flags);
@@ -155,6 +161,11 @@ fn decoding_options_agree_across_interfaces_and_bad_values_are_refused() {
         ),
         (json!({"beam_size": "five"}), "beam_size"),
         (json!({"repetition_penalty": -1.0}), "repetition_penalty"),
+        (json!({"clip_timestamps": "1,x"}), "clip_timestamps"),
+        (
+            json!({"clip_timestamps": [1.0], "vad_filter": true}),
+            "clip_timestamps",
+        ),
     ] {
         let body = json!({"inputs": [{"audio_base64": audio}], "parameters": parameters});
         let (code, json) = server.post_transcribe(&body);

@@ -5,6 +5,7 @@
 
 pub mod cancel;
 pub mod channels;
+pub mod clips;
 pub mod diarize;
 pub mod error;
 pub mod format;
@@ -14,6 +15,7 @@ pub mod vad;
 
 pub use cancel::Cancel;
 pub use channels::ChannelMode;
+pub use clips::ClipTimestamps;
 pub use diarize::DiarizeOptions;
 pub use error::{Error, ErrorKind, Result};
 pub use transcript::{Segment, SpeakerTurn, Stats, Transcript, Word};

@@ -17,11 +17,19 @@ pub struct VadOptions {
     /// Speech chunks this short or shorter are dropped.
     pub min_speech_duration_ms: u32,
     /// Chunks longer than this are split at the last silence over 98 ms, or hard before it.
+    /// No limit is infinity (faster-whisper's `float("inf")`), which JSON writes as `null`.
+    #[serde(deserialize_with = "null_is_infinity")]
     pub max_speech_duration_s: f64,
     /// Silence this long ends a chunk.
     pub min_silence_duration_ms: u32,
     /// Chunks are padded by this much on each side (halving shorter gaps between them).
     pub speech_pad_ms: u32,
+}
+
+/// A number, or `null` for infinity: what serde_json writes for a non-finite number, so that
+/// the default options round-trip through JSON.
+fn null_is_infinity<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::INFINITY))
 }
 
 impl Default for VadOptions {

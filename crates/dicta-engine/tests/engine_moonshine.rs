@@ -205,6 +205,13 @@ fn english_only_options_are_refused_per_input() {
             },
             "word timestamps",
         ),
+        (
+            DecodeOptions {
+                clip_timestamps: vec![0.5, 1.5],
+                ..greedy()
+            },
+            "clip_timestamps",
+        ),
     ] {
         let err = e
             .transcribe_with(&inputs, &opts)

@@ -304,6 +304,58 @@ fn max_new_tokens_option_matches_faster_whisper() {
     );
 }
 
+/// `clip_timestamps`: only 0.4–1.6 s and 2.0 s to the end of each utterance, the previous text
+/// carried from clip to clip.
+#[test]
+fn clip_timestamps_option_matches_faster_whisper() {
+    option_parity(
+        "greedy_clips_conditioned",
+        &reference(),
+        "greedy",
+        DecodeOptions {
+            clip_timestamps: vec![0.4, 1.6, 2.0],
+            condition_on_previous_text: true,
+            ..opts(1)
+        },
+        0,
+    );
+}
+
+/// `clip_timestamps` on the 53 s recording: a 35 s clip (its second window cut at the clip's
+/// end), then the rest from 41.5 s, beam 5 with the previous-text prompt: token for token, in
+/// every mode (clips always run the sequential seek loop), and the batched mode reports so.
+#[test]
+fn clip_timestamps_on_a_long_recording_match_faster_whisper() {
+    let refs = options_reference();
+    let long = serde_json::json!({ "items": refs["long_items"].clone() });
+    let o = DecodeOptions {
+        clip_timestamps: vec![3.0, 38.0, 41.5],
+        condition_on_previous_text: true,
+        ..opts(5)
+    };
+    parity_in(&long, "beam5_clips_conditioned", o.clone(), 0, 100);
+    let Some(model) = load_model() else { return };
+    let it = &refs["long_items"][0];
+    let audio = load_wav(it["wav"].as_str().unwrap());
+    let tr = WhisperTranscriber::new(&model).unwrap();
+    let out = tr
+        .transcribe(&[audio.as_slice()], &o, LongFormMode::Batched, 8)
+        .unwrap();
+    assert_eq!(out.long_form_mode, LongFormMode::Sequential);
+    let t = out.transcripts[0].as_ref().unwrap();
+    assert_eq!(
+        t.text,
+        it["runs"]["beam5_clips_conditioned"]["text"]
+            .as_str()
+            .unwrap()
+    );
+    // Nothing from outside the clips.
+    assert!(t
+        .segments
+        .iter()
+        .all(|s| (3.0..=38.0).contains(&s.start) && s.end <= 38.0 || s.start >= 41.5));
+}
+
 /// The fallback thresholds decide which windows are decoded again at the next temperature:
 /// each segment's temperature is faster-whisper's, and where no fallback happened the tokens
 /// are too (sampled draws differ between the two implementations' generators).

@@ -99,6 +99,10 @@ pub struct RequestOptions {
     pub repetition_penalty: Option<f32>,
     /// No n-gram of this size repeats within a window.
     pub no_repeat_ngram_size: Option<usize>,
+    /// Transcribe only these stretches (faster-whisper's `clip_timestamps`: seconds
+    /// `start, end, …` as a list or one comma-separated text); Whisper models only, not with
+    /// `vad_filter`.
+    pub clip_timestamps: Option<dicta_core::ClipTimestamps>,
 }
 
 /// A request's `temperature`: one value or a schedule (see [`RequestOptions::temperature`]).
@@ -112,6 +116,31 @@ pub enum Temperature {
 }
 
 impl RequestOptions {
+    /// These options with `fields` (`/transcribe` parameter names → JSON values) set over
+    /// them, read as a `/transcribe` body's `parameters` are (an unknown name or a value of the
+    /// wrong type is an `InvalidInput` starting with `what`). A field named by its alias
+    /// (`initial_prompt`) replaces the option under its own name (`prompt`).
+    pub fn overlaid(
+        &self,
+        fields: serde_json::Map<String, serde_json::Value>,
+        what: &str,
+    ) -> dicta_core::Result<Self> {
+        let serde_json::Value::Object(mut all) =
+            serde_json::to_value(self).map_err(|e| Error::internal(e.to_string()))?
+        else {
+            return Err(Error::internal("request options are not a JSON object"));
+        };
+        all.retain(|_, v| !v.is_null());
+        for (alias, name) in [("initial_prompt", "prompt")] {
+            if fields.contains_key(alias) {
+                all.remove(name);
+            }
+        }
+        all.extend(fields);
+        serde_json::from_value(serde_json::Value::Object(all))
+            .map_err(|e| Error::invalid_input(format!("{what}: {e}")))
+    }
+
     /// The diarization this request asks for (`diarize` with its speaker counts), if any.
     pub fn diarize_options(&self) -> Option<dicta_core::DiarizeOptions> {
         self.diarize.then(|| dicta_core::DiarizeOptions {
@@ -260,4 +289,59 @@ pub trait StreamSession: Send + 'static {
     /// Ends the utterance: flushes the audio not yet decoded, returns the final events and
     /// resets the session, which can then be fed the next utterance (times restart at 0).
     fn end(&mut self) -> dicta_core::Result<Vec<StreamEvent>>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every option set survives [`RequestOptions::overlaid`] with no fields, whatever it holds
+    /// (an infinite VAD duration is `null` in JSON), and fields override by name or alias.
+    #[test]
+    fn options_round_trip_through_an_overlay() {
+        let full = RequestOptions {
+            language: Some("de".into()),
+            prompt: Some("Hallo".into()),
+            temperature: Some(Temperature::One(0.0)),
+            word_timestamps: true,
+            task: Task::Translate,
+            vad_filter: true,
+            vad_parameters: Some(dicta_core::VadOptions::default()),
+            diarize: true,
+            num_speakers: Some(2),
+            beam_size: Some(3),
+            suppress_tokens: Some(vec![-1, 5]),
+            clip_timestamps: Some(dicta_core::ClipTimestamps::Text("1,2".into())),
+            ..RequestOptions::default()
+        };
+        assert_eq!(full.overlaid(Default::default(), "t").unwrap(), full);
+        let schedule = RequestOptions {
+            temperature: Some(Temperature::Schedule(vec![0.0])),
+            ..RequestOptions::default()
+        };
+        assert_eq!(
+            schedule.overlaid(Default::default(), "t").unwrap(),
+            schedule
+        );
+        let fields = serde_json::json!({"initial_prompt": "Servus", "beam_size": 1});
+        let serde_json::Value::Object(fields) = fields else {
+            unreachable!()
+        };
+        let o = full.overlaid(fields, "t").unwrap();
+        assert_eq!(o.prompt.as_deref(), Some("Servus"));
+        assert_eq!(o.beam_size, Some(1));
+        let e = full
+            .overlaid(
+                [("beam_sise".to_string(), serde_json::json!(1))]
+                    .into_iter()
+                    .collect(),
+                "what",
+            )
+            .unwrap_err();
+        assert!(
+            e.message.starts_with("what: unknown field `beam_sise`"),
+            "{}",
+            e.message
+        );
+    }
 }

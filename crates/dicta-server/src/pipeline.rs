@@ -336,6 +336,15 @@ pub(crate) const MAX_BEAM: usize = 16;
 /// Checks faster-whisper's decoding options of a request (ranges, and the bounds that keep one
 /// request from taking the server's memory); the message names the option and its value.
 fn validate_decoding(o: &RequestOptions) -> Result<()> {
+    if let Some(c) = &o.clip_timestamps {
+        c.seconds()?;
+        if o.vad_filter {
+            return Err(Error::invalid_input(
+                "clip_timestamps and vad_filter cannot be combined: the clips already say which \
+                 audio to transcribe (faster-whisper ignores vad_filter then)",
+            ));
+        }
+    }
     for (name, v) in [("beam_size", o.beam_size), ("best_of", o.best_of)] {
         if let Some(v) = v {
             if !(1..=MAX_BEAM).contains(&v) {

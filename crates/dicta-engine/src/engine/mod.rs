@@ -579,6 +579,12 @@ impl Engine {
                     stats: stats.clone(),
                 }
             };
+            if !opts.clip_timestamps.is_empty() && !matches!(self.backend, Backend::Whisper(_)) {
+                return refuse(
+                    "clip_timestamps is a Whisper option (its seek loop); this model is not a \
+                     Whisper model",
+                );
+            }
             let filter = match (&opts.vad, &self.vad) {
                 (None, _) => None,
                 (Some(o), Some(v)) => Some(SpeechFilter::new(v, o.clone(), inputs.len())),

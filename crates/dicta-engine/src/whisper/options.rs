@@ -98,6 +98,13 @@ pub struct DecodeOptions {
     pub task: Task,
     /// Maximum number of new tokens per window (default: model limit).
     pub max_new_tokens: Option<usize>,
+    /// Transcribe only these stretches of each recording (faster-whisper's `clip_timestamps`):
+    /// seconds `start, end, start, end, …`, the last end defaulting to the recording's end.
+    /// Each clip runs the seek loop on its own, its windows ending at the clip's end, and the
+    /// previous text carries over from clip to clip; times stay those of the recording.
+    /// Empty: the whole recording. Whisper only; not with `vad` (faster-whisper ignores the
+    /// VAD then); the long-form mode is sequential.
+    pub clip_timestamps: Vec<f64>,
     /// Seed of the sampler used at temperature > 0.
     pub seed: u64,
     /// Word-level timestamps from the cross-attention of the alignment heads (faster-whisper's
@@ -155,6 +162,7 @@ impl Default for DecodeOptions {
             language: None,
             task: Task::Transcribe,
             max_new_tokens: None,
+            clip_timestamps: Vec::new(),
             seed: 0,
             word_timestamps: false,
             prepend_punctuations: super::words::DEFAULT_PREPEND_PUNCTUATIONS.to_string(),
@@ -238,7 +246,37 @@ impl DecodeOptions {
         if self.max_new_tokens == Some(0) {
             return Err(Error::invalid_input("max_new_tokens must be >= 1, got 0"));
         }
+        dicta_core::clips::validate(&self.clip_timestamps)?;
+        if !self.clip_timestamps.is_empty() && self.vad.is_some() {
+            return Err(Error::invalid_input(
+                "clip_timestamps and vad_filter cannot be combined: the clips already say which \
+                 audio to transcribe (faster-whisper ignores vad_filter then)",
+            ));
+        }
         Ok(())
+    }
+
+    /// The clips of [`Self::clip_timestamps`] in mel frames for a recording of
+    /// `content_frames` frames, as faster-whisper's seek loop reads them: each time rounded to
+    /// a frame (ties to even), an odd count closed by the recording's end, no list meaning
+    /// the whole recording, ends past the recording clamped to it. A clip that starts at or
+    /// after its end is kept (the seek loop passes over it).
+    pub fn clip_frames(&self, content_frames: usize) -> Vec<(usize, usize)> {
+        let mut points: Vec<usize> = self
+            .clip_timestamps
+            .iter()
+            .map(|s| (s * super::segments::FRAMES_PER_SECOND as f64).round_ties_even() as usize)
+            .collect();
+        if points.is_empty() {
+            points.push(0);
+        }
+        if points.len() % 2 == 1 {
+            points.push(content_frames);
+        }
+        points
+            .chunks(2)
+            .map(|c| (c[0], c[1].min(content_frames)))
+            .collect()
     }
 }
 
@@ -274,5 +312,41 @@ mod tests {
             ..Default::default()
         };
         assert!(o.validate().unwrap_err().message.contains("-0.5"));
+        for bad in [vec![-1.0], vec![f64::NAN], vec![1e12], vec![0.0; 2049]] {
+            let o = DecodeOptions {
+                clip_timestamps: bad,
+                ..Default::default()
+            };
+            assert!(o
+                .validate()
+                .unwrap_err()
+                .message
+                .contains("clip_timestamps"));
+        }
+        let o = DecodeOptions {
+            clip_timestamps: vec![1.0],
+            vad: Some(Default::default()),
+            ..Default::default()
+        };
+        assert!(o.validate().unwrap_err().message.contains("vad_filter"));
+    }
+
+    #[test]
+    fn clips_are_read_as_faster_whisper_reads_them() {
+        let clips = |ts: &[f64], frames: usize| {
+            DecodeOptions {
+                clip_timestamps: ts.to_vec(),
+                ..Default::default()
+            }
+            .clip_frames(frames)
+        };
+        assert_eq!(clips(&[], 900), vec![(0, 900)]);
+        // An odd count ends at the recording's end; ends past it are clamped.
+        assert_eq!(clips(&[1.5, 4.0, 6.0], 900), vec![(150, 400), (600, 900)]);
+        assert_eq!(clips(&[2.0, 20.0], 900), vec![(200, 900)]);
+        // Python's round: ties to even (0.125 s = 12.5 frames → 12; 0.135 → 13.5 → 14).
+        assert_eq!(clips(&[0.125, 0.135], 900), vec![(12, 14)]);
+        // Empty or reversed clips are kept for the seek loop to pass over.
+        assert_eq!(clips(&[5.0, 3.0], 900), vec![(500, 300)]);
     }
 }

@@ -90,6 +90,31 @@ struct SeqState {
     draft: Option<std::sync::Arc<[u32]>>,
     /// The sound of the window being decoded when it is the last and finished in place.
     final_rest: Option<std::sync::Arc<FinalRest>>,
+    /// Clips of `DecodeOptions::clip_timestamps` after the current one (whose end is
+    /// `content_frames`), as (start, end) mel frames.
+    clips: std::collections::VecDeque<(usize, usize)>,
+    /// The recording's content frames (`content_frames` is the current clip's end).
+    recording_frames: usize,
+}
+
+impl SeqState {
+    /// faster-whisper's move between clips: once the seek reaches the current clip's end, the
+    /// next clip starts at its own start (even one before the seek), and clips that hold no
+    /// frames from there are passed over.
+    fn next_clip(&mut self) {
+        while self.seek >= self.content_frames {
+            let Some((start, end)) = self.clips.pop_front() else {
+                return;
+            };
+            self.seek = start;
+            self.content_frames = end.min(self.recording_frames);
+        }
+    }
+
+    /// Whether the seek loop is done: past the last clip's end.
+    fn finished(&self) -> bool {
+        self.seek >= self.content_frames && self.clips.is_empty()
+    }
 }
 
 impl<'m> WhisperTranscriber<'m> {
@@ -216,8 +241,10 @@ impl<'m> WhisperTranscriber<'m> {
         let mut out = TranscribeOutput {
             transcripts: Vec::with_capacity(audios.len()),
             // `Auto` reports the mode that ran (set to `Batched` below when it cuts lanes).
+            // Clips run the sequential seek loop whatever the mode.
             long_form_mode: match mode {
                 LongFormMode::Auto => LongFormMode::Sequential,
+                _ if !opts.clip_timestamps.is_empty() => LongFormMode::Sequential,
                 m => m,
             },
             windows: 0,
@@ -257,7 +284,13 @@ impl<'m> WhisperTranscriber<'m> {
                 LongFormMode::Auto => super::lanes::auto_min_lane(opts.condition_on_previous_text),
                 LongFormMode::Sequential => usize::MAX,
             };
-            let lanes = super::lanes::lanes(audio, content_frames, batch_size, min_lane);
+            // Clips run one after another in one seek loop (the previous text carries over).
+            let clips = opts.clip_frames(content_frames);
+            let lanes = if opts.clip_timestamps.is_empty() {
+                super::lanes::lanes(audio, content_frames, batch_size, min_lane)
+            } else {
+                vec![(0, content_frames)]
+            };
             let span = lanes.len() > 1;
             if span && mode == LongFormMode::Auto {
                 out.long_form_mode = LongFormMode::Batched;
@@ -268,7 +301,7 @@ impl<'m> WhisperTranscriber<'m> {
                 .filter(|d| !d.is_empty())
                 .map(|d| std::sync::Arc::from(*d));
             for (start, end) in lanes {
-                seq.push(SeqState {
+                let mut st = SeqState {
                     input: i,
                     mel: mel.clone(),
                     content_frames: end,
@@ -284,7 +317,16 @@ impl<'m> WhisperTranscriber<'m> {
                     span,
                     draft: draft.clone(),
                     final_rest: None,
-                });
+                    clips: Default::default(),
+                    recording_frames: content_frames,
+                };
+                if !opts.clip_timestamps.is_empty() {
+                    // Before the first clip: its start ends the (empty) stretch already done.
+                    (st.seek, st.content_frames) = (0, 0);
+                    st.clips = clips.iter().copied().collect();
+                    st.next_clip();
+                }
+                seq.push(st);
             }
         }
         self.run_sequential(&mut seq, &decoder, batch_size, &mut out)?;
@@ -337,7 +379,7 @@ impl<'m> WhisperTranscriber<'m> {
         let opts = decoder.opts;
         loop {
             let active: Vec<usize> = (0..states.len())
-                .filter(|&i| states[i].seek < states[i].content_frames)
+                .filter(|&i| !states[i].finished())
                 .take(batch_size)
                 .collect();
             if active.is_empty() {
@@ -417,6 +459,7 @@ impl<'m> WhisperTranscriber<'m> {
             let size = WINDOW_FRAMES.min(st.content_frames - st.seek);
             if is_silence(&a, opts) {
                 st.seek += size;
+                st.next_clip();
                 continue;
             }
             let split = split_by_timestamps(&a.tokens, tb, st.seek, size);
@@ -481,6 +524,7 @@ impl<'m> WhisperTranscriber<'m> {
                 }
             }
             st.seek = seek;
+            st.next_clip();
             for (raw, w) in raws.into_iter().zip(words) {
                 let text = self.model.tokenizer.decode(&raw.tokens)?;
                 if raw.start == raw.end || text.trim().is_empty() {
@@ -503,7 +547,7 @@ impl<'m> WhisperTranscriber<'m> {
                 continue;
             }
             opts.progress.segments(st.input, &st.segments[n..]);
-            let done = if st.seek >= st.content_frames {
+            let done = if st.finished() {
                 st.duration
             } else {
                 st.seek as f64 / FRAMES_PER_SECOND as f64
@@ -544,16 +588,27 @@ impl<'m> WhisperTranscriber<'m> {
         }
         let mut res = Vec::with_capacity(audios.len());
         let mut probs = Vec::with_capacity(audios.len());
+        // With clips, faster-whisper detects from the first clip's start (truncated to a
+        // frame), or from the beginning when that is past the recording.
+        let clip_start = opts
+            .clip_timestamps
+            .first()
+            .map_or(0, |&s| (s * FRAMES_PER_SECOND as f64) as usize);
         for chunk in audios.chunks(decoder_batch(audios.len())) {
             let jobs: Vec<WindowJob> = chunk
                 .iter()
                 .map(|a| {
                     let mel = self.mel.compute(a, FEATURE_PADDING);
+                    let from = if clip_start < mel.n_frames.saturating_sub(1) {
+                        clip_start
+                    } else {
+                        0
+                    };
                     // faster-whisper's `detect_language` takes every feature frame, the
                     // padding's last one included (unlike the seek loop's content frames).
-                    let size = WINDOW_FRAMES.min(mel.n_frames);
+                    let size = WINDOW_FRAMES.min(mel.n_frames - from);
                     WindowJob {
-                        mel: window(&mel, 0, size),
+                        mel: window(&mel, from, size),
                         prompt: vec![cfg.special.sot],
                         seed_key: 0,
                         draft: None,

@@ -234,14 +234,7 @@ pub(crate) fn request_options(config: &RecognitionConfig) -> Result<RequestOptio
     if config.custom_configuration.is_empty() {
         return Ok(base);
     }
-    let serde_json::Value::Object(mut fields) =
-        serde_json::to_value(&base).map_err(|e| Error::internal(e.to_string()))?
-    else {
-        return Err(Error::internal("request options are not a JSON object"));
-    };
-    // Unset options are left out, so that a custom `initial_prompt` (an alias of `prompt`) is
-    // not also given as `prompt`.
-    fields.retain(|_, v| !v.is_null());
+    let mut fields = serde_json::Map::new();
     for (key, text) in &config.custom_configuration {
         let key = key.trim();
         if key == "channels" {
@@ -260,8 +253,7 @@ pub(crate) fn request_options(config: &RecognitionConfig) -> Result<RequestOptio
         };
         fields.insert(key.to_string(), value);
     }
-    serde_json::from_value(serde_json::Value::Object(fields))
-        .map_err(|e| Error::invalid_input(format!("custom_configuration: {e}")))
+    base.overlaid(fields, "custom_configuration")
 }
 
 /// `custom_configuration` keys whose values are text, taken as sent (a prompt of "42" stays

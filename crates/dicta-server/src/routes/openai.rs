@@ -88,22 +88,27 @@ const DECODING_FIELDS: &[&str] = &[
     "max_new_tokens",
     "repetition_penalty",
     "no_repeat_ngram_size",
+    "clip_timestamps",
 ];
 
 /// `options` with the decoding fields of the form set: each value is read as JSON (`5`,
 /// `0.5`, `true`, `[-1, 262]`) and checked as the same field of a `/transcribe` body is.
-fn with_decoding(
-    mut options: RequestOptions,
-    fields: &[(String, String)],
-) -> Result<RequestOptions> {
+fn with_decoding(options: RequestOptions, fields: &[(String, String)]) -> Result<RequestOptions> {
     if fields.is_empty() {
         return Ok(options);
     }
     let mut object = serde_json::Map::new();
     for (name, text) in fields {
-        let value: serde_json::Value = serde_json::from_str(text.trim()).map_err(|_| {
-            Error::invalid_input(format!("{name} must be a JSON value, got {text:?}"))
-        })?;
+        let value: serde_json::Value = match serde_json::from_str(text.trim()) {
+            Ok(v) => v,
+            // faster-whisper's text form ("0,10.5,20").
+            Err(_) if name == "clip_timestamps" => serde_json::Value::String(text.clone()),
+            Err(_) => {
+                return Err(Error::invalid_input(format!(
+                    "{name} must be a JSON value, got {text:?}"
+                )))
+            }
+        };
         // A list comes as one field per element named `name[]` from the SDKs (as
         // `timestamp_granularities[]`), or whole as JSON under `name`.
         match name.strip_suffix("[]") {
@@ -127,25 +132,7 @@ fn with_decoding(
             }
         }
     }
-    let d: RequestOptions = serde_json::from_value(serde_json::Value::Object(object))
-        .map_err(|e| Error::invalid_input(format!("decoding options: {e}")))?;
-    options.beam_size = d.beam_size;
-    options.best_of = d.best_of;
-    options.patience = d.patience;
-    options.length_penalty = d.length_penalty;
-    options.compression_ratio_threshold = d.compression_ratio_threshold;
-    options.log_prob_threshold = d.log_prob_threshold;
-    options.no_speech_threshold = d.no_speech_threshold;
-    options.condition_on_previous_text = d.condition_on_previous_text;
-    options.prompt_reset_on_temperature = d.prompt_reset_on_temperature;
-    options.without_timestamps = d.without_timestamps;
-    options.suppress_blank = d.suppress_blank;
-    options.suppress_tokens = d.suppress_tokens;
-    options.max_initial_timestamp = d.max_initial_timestamp;
-    options.max_new_tokens = d.max_new_tokens;
-    options.repetition_penalty = d.repetition_penalty;
-    options.no_repeat_ngram_size = d.no_repeat_ngram_size;
-    Ok(options)
+    options.overlaid(object, "decoding options")
 }
 
 async fn handle(
