@@ -33,6 +33,7 @@ pub(crate) const DECODE_OPTIONS: &[&str] = &[
     "task",
     "max_new_tokens",
     "clip_timestamps",
+    "hallucination_silence_threshold",
     "seed",
     "word_timestamps",
     "prepend_punctuations",
@@ -125,6 +126,9 @@ pub(crate) fn decode_options(
             }
             "initial_prompt" => o.initial_prompt = get(key, v, "a str or None")?,
             "hotwords" => o.hotwords = get(key, v, "a str or None")?,
+            "hallucination_silence_threshold" => {
+                o.hallucination_silence_threshold = get(key, v, "a float (seconds) or None")?
+            }
             "clip_timestamps" => {
                 // faster-whisper's forms: "0,10.5,20" or [0, 10.5, 20].
                 let c = match v.extract::<String>() {

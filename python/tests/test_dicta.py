@@ -117,6 +117,12 @@ def test_decoding_keywords_are_the_clis_flags(engine):
     assert segs and all(0.5 <= s["start"] and (s["end"] <= 3 or s["start"] >= 6) for s in segs), segs
     with pytest.raises(dicta.InvalidInput, match="clip_timestamps"):
         engine.transcribe([str(JFK)], clip_timestamps="1,x")
+    # hallucination_silence_threshold reaches the engine (it needs word timestamps there).
+    mine = engine.transcribe([str(JFK)], word_timestamps=True, hallucination_silence_threshold=2.0)
+    theirs = cli("--word-timestamps", "--hallucination-silence-threshold", "2", str(JFK))
+    assert without_stats(mine) == without_stats(theirs)
+    with pytest.raises(dicta.InvalidInput, match="needs word_timestamps"):
+        engine.transcribe([str(JFK)], hallucination_silence_threshold=2.0)
 
 
 def test_an_array_gives_the_text_of_its_file(engine):

@@ -194,7 +194,8 @@ impl EngineBackend {
             log_prob_threshold,
             no_speech_threshold,
             max_new_tokens,
-            hotwords
+            hotwords,
+            hallucination_silence_threshold
         );
         if let Some(c) = &r.clip_timestamps {
             // Checked with the request (`validate_options`).

@@ -214,6 +214,11 @@ pub struct TranscribeArgs {
     /// input's end); times stay those of the input. Not with --vad-filter.
     #[arg(long, value_parser = parse_seconds_list, conflicts_with = "vad_filter")]
     pub clip_timestamps: Option<SecondsList>,
+    /// Whisper, with --word-timestamps: a segment whose words look made up, with silence
+    /// longer than this (seconds) around it, is dropped and the silence skipped
+    /// (faster-whisper's `hallucination_silence_threshold`).
+    #[arg(long, requires = "word_timestamps")]
+    pub hallucination_silence_threshold: Option<f64>,
     #[command(flatten)]
     pub decoding: crate::decoding_args::DecodingArgs,
     /// Transcribe only the speech Silero VAD finds (faster-whisper's `vad_filter`); times stay
@@ -284,6 +289,7 @@ pub fn run(args: &TranscribeArgs, g: &Globals) -> Result<u8> {
             .as_ref()
             .map(|c| c.0.clone())
             .unwrap_or_default(),
+        hallucination_silence_threshold: args.hallucination_silence_threshold,
         diarize: args.diarize.then(|| args.speaker.options()),
         channels: match args.channels {
             ChannelsArg::Mix => dicta_core::ChannelMode::Mix,

@@ -188,3 +188,116 @@ fn decoding_options_agree_across_interfaces_and_bad_values_are_refused() {
     assert_eq!(code, 200, "{json}");
     assert_eq!(segments(&json).len(), default.len());
 }
+
+/// The noise generator of make_hallucination_reference.py (dicta-engine's word fixtures).
+fn lcg_noise(n: usize, seed: u32, amplitude: f32) -> Vec<f32> {
+    let mut x = seed;
+    (0..n)
+        .map(|_| {
+            x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            ((x >> 8) as f32 / 16_777_216.0 - 0.5) * amplitude
+        })
+        .collect()
+}
+
+/// `hallucination_silence_threshold` through the CLI, `/transcribe` and the OpenAI route (with
+/// word timestamps), on a mixture of the engine's hallucination fixture (utterances between
+/// stretches of noise) where it changes the transcript; without word timestamps it gets 400.
+#[test]
+fn hallucination_silence_threshold_reaches_every_interface() {
+    let Some(model) = model_dir() else { return };
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../dicta-engine/tests/fixtures/whisper_words/hallucination_reference.json"
+    );
+    let refs: Value = serde_json::from_str(&std::fs::read_to_string(fixture).unwrap()).unwrap();
+    let amplitude = refs["amplitude"].as_f64().unwrap() as f32;
+    let dir = std::env::temp_dir().join(format!("dicta-hallucination-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let server = Server::start(&model, &[]);
+    let model_arg = model.to_str().unwrap();
+    let mut changed = 0;
+    // The mixtures whose transcript the threshold changes in faster-whisper.
+    for (k, it) in refs["items"].as_array().unwrap().iter().enumerate() {
+        let runs = &it["runs"];
+        if runs["off"]["text"] == runs["threshold2"]["text"] {
+            continue;
+        }
+        let mut samples = Vec::new();
+        for p in it["parts"].as_array().unwrap() {
+            let wav = format!("{DATA}/{}", p["wav"].as_str().unwrap());
+            samples.extend(dicta_audio::decode::load_path(std::path::Path::new(&wav)).unwrap());
+            let n = p["noise_s"].as_u64().unwrap() as usize * 16_000;
+            samples.extend(lcg_noise(n, p["seed"].as_u64().unwrap() as u32, amplitude));
+        }
+        let path = dir.join(format!("mixture{k}.wav"));
+        let spec = hound::WavSpec {
+            channels: 1,
+            sample_rate: 16_000,
+            bits_per_sample: 32,
+            sample_format: hound::SampleFormat::Float,
+        };
+        let mut w = hound::WavWriter::create(&path, spec).unwrap();
+        for s in &samples {
+            w.write_sample(*s).unwrap();
+        }
+        w.finalize().unwrap();
+        let path_s = path.to_str().unwrap();
+        let cli = |flags: &[&str]| {
+            let mut args = vec!["transcribe", path_s, "--model", model_arg, "--quiet"];
+            args.extend(["--beam-size", "1", "--word-timestamps"]);
+            args.extend(flags);
+            segments(&dicta_json(&args)["results"][0])
+        };
+        let want = cli(&["--hallucination-silence-threshold", "2"]);
+        if want == cli(&[]) {
+            continue;
+        }
+        changed += 1;
+        let body = json!({"inputs": [{"audio_base64": base64(&std::fs::read(&path).unwrap())}],
+            "parameters": {"word_timestamps": true, "hallucination_silence_threshold": 2.0}});
+        let (code, json) = server.post_transcribe(&body);
+        assert_eq!(code, 200, "{json}");
+        assert_eq!(
+            segments(&json["results"][0]),
+            want,
+            "mixture {k}: /transcribe"
+        );
+        let (code, json) = openai_verbose(
+            &server.base,
+            &path,
+            &[
+                "timestamp_granularities[]=word",
+                "timestamp_granularities[]=segment",
+                "hallucination_silence_threshold=2",
+            ],
+        );
+        assert_eq!(code, 200, "{json}");
+        let got = segments(&json);
+        let close = got.len() == want.len()
+            && got
+                .iter()
+                .zip(&want)
+                .all(|(g, w)| (g.0 - w.0).abs() < 0.01 && (g.1 - w.1).abs() < 0.01 && g.2 == w.2);
+        assert!(close, "mixture {k}: OpenAI route {got:?} vs CLI {want:?}");
+    }
+    assert!(
+        changed > 0,
+        "the threshold changed no transcript of the CLI"
+    );
+    for parameters in [
+        json!({"hallucination_silence_threshold": 2.0}),
+        json!({"word_timestamps": true, "hallucination_silence_threshold": -1.0}),
+    ] {
+        let audio = base64(&std::fs::read(clip()).unwrap());
+        let body = json!({"inputs": [{"audio_base64": audio}], "parameters": parameters});
+        let (code, json) = server.post_transcribe(&body);
+        assert_eq!(code, 400, "{parameters}: {json}");
+        let message = json["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("hallucination_silence_threshold"),
+            "{message}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -196,6 +196,79 @@ fn words_in_batched_long_form_cover_the_text() {
 
 /// Cost of word timestamps on 8 × 30 s (not a check: prints the wall time with and without).
 /// `cargo test --release -p dicta-engine --test whisper_words -- --ignored --nocapture`
+/// make_hallucination_reference.py's noise: a 32-bit linear congruential generator, each
+/// sample `((x >> 8) / 2^24 − 0.5) · amplitude` in f32 (the same bits as numpy's).
+fn lcg_noise(n: usize, seed: u32, amplitude: f32) -> Vec<f32> {
+    let mut x = seed;
+    (0..n)
+        .map(|_| {
+            x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            ((x >> 8) as f32 / 16_777_216.0 - 0.5) * amplitude
+        })
+        .collect()
+}
+
+/// `hallucination_silence_threshold` (faster-whisper's, with word timestamps): on utterances
+/// followed by 8–20 s of noise, where tiny.en writes words into some of the noise, the same
+/// transcripts as faster-whisper with the threshold and without it; the threshold changes
+/// some of faster-whisper's own (else this test could not fail).
+#[test]
+fn hallucination_silence_threshold_matches_faster_whisper() {
+    let Some(model) = load_model() else { return };
+    let path = REFERENCE.replace("reference.json", "hallucination_reference.json");
+    let refs: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let amplitude = refs["amplitude"].as_f64().unwrap() as f32;
+    let items = refs["items"].as_array().unwrap();
+    let audios: Vec<Vec<f32>> = items
+        .iter()
+        .map(|it| {
+            let mut a = Vec::new();
+            for p in it["parts"].as_array().unwrap() {
+                a.extend(load_wav(p["wav"].as_str().unwrap()));
+                let n = p["noise_s"].as_u64().unwrap() as usize * 16_000;
+                a.extend(lcg_noise(n, p["seed"].as_u64().unwrap() as u32, amplitude));
+            }
+            a
+        })
+        .collect();
+    let text = |it: &Value, run: &str| it["runs"][run]["text"].as_str().unwrap().to_string();
+    let moved = items
+        .iter()
+        .filter(|it| text(it, "off") != text(it, "threshold2"))
+        .count();
+    assert!(
+        moved >= 2,
+        "the threshold moves {moved} of faster-whisper's transcripts"
+    );
+    let tr = WhisperTranscriber::new(&model).unwrap();
+    for (run, threshold) in [("off", None), ("threshold2", Some(2.0))] {
+        let o = DecodeOptions {
+            hallucination_silence_threshold: threshold,
+            ..opts(true)
+        };
+        let got = run_all(&tr, &audios, &o);
+        let mut same = 0;
+        for (it, t) in items.iter().zip(&got) {
+            if t.text == text(it, run) {
+                same += 1;
+            } else {
+                eprintln!("{run}:\n  want {:?}\n  got  {:?}", text(it, run), t.text);
+            }
+        }
+        eprintln!(
+            "{run}: {same} of {} identical ({moved} moved by the threshold)",
+            items.len()
+        );
+        // One may differ: tiny.en ends one of these in a loop of ". . ." whose length float32
+        // rounding alone moves (as in the default runs' 95%).
+        assert!(same + 1 >= items.len(), "{run}: {same} of {}", items.len());
+    }
+}
+
+fn run_all(tr: &WhisperTranscriber<'_>, audios: &[Vec<f32>], o: &DecodeOptions) -> Vec<Transcript> {
+    run(tr, audios, o, 8)
+}
+
 #[test]
 #[ignore]
 fn bench_word_timestamps_cost() {

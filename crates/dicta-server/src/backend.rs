@@ -103,6 +103,9 @@ pub struct RequestOptions {
     /// `start, end, …` as a list or one comma-separated text); Whisper models only, not with
     /// `vad_filter`.
     pub clip_timestamps: Option<dicta_core::ClipTimestamps>,
+    /// With `word_timestamps`: a segment whose words look made up, with silence longer than
+    /// this (seconds) around it, is dropped (faster-whisper's `hallucination_silence_threshold`).
+    pub hallucination_silence_threshold: Option<f64>,
 }
 
 /// A request's `temperature`: one value or a schedule (see [`RequestOptions::temperature`]).

@@ -336,6 +336,19 @@ pub(crate) const MAX_BEAM: usize = 16;
 /// Checks faster-whisper's decoding options of a request (ranges, and the bounds that keep one
 /// request from taking the server's memory); the message names the option and its value.
 fn validate_decoding(o: &RequestOptions) -> Result<()> {
+    if let Some(t) = o.hallucination_silence_threshold {
+        if !(t.is_finite() && t >= 0.0) {
+            return Err(Error::invalid_input(format!(
+                "hallucination_silence_threshold must be seconds >= 0, got {t}"
+            )));
+        }
+        if !o.word_timestamps {
+            return Err(Error::invalid_input(
+                "hallucination_silence_threshold needs word timestamps (word_timestamps=true, or \
+                 timestamp_granularities[]=word on the OpenAI route)",
+            ));
+        }
+    }
     if let Some(c) = &o.clip_timestamps {
         c.seconds()?;
         if o.vad_filter {

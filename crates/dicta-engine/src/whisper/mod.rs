@@ -9,6 +9,7 @@ pub mod beam;
 pub mod fallback;
 pub mod final_window;
 pub mod greedy;
+mod hallucination;
 pub mod lanes;
 mod language;
 pub mod logits;

@@ -105,6 +105,10 @@ pub struct DecodeOptions {
     /// Empty: the whole recording. Whisper only; not with `vad` (faster-whisper ignores the
     /// VAD then); the long-form mode is sequential.
     pub clip_timestamps: Vec<f64>,
+    /// With `word_timestamps`: a segment whose words look made up, with silence longer than
+    /// this (seconds) around it, is dropped and the silence skipped (faster-whisper's
+    /// `hallucination_silence_threshold`; `None`: off).
+    pub hallucination_silence_threshold: Option<f64>,
     /// Seed of the sampler used at temperature > 0.
     pub seed: u64,
     /// Word-level timestamps from the cross-attention of the alignment heads (faster-whisper's
@@ -163,6 +167,7 @@ impl Default for DecodeOptions {
             task: Task::Transcribe,
             max_new_tokens: None,
             clip_timestamps: Vec::new(),
+            hallucination_silence_threshold: None,
             seed: 0,
             word_timestamps: false,
             prepend_punctuations: super::words::DEFAULT_PREPEND_PUNCTUATIONS.to_string(),
@@ -247,6 +252,19 @@ impl DecodeOptions {
             return Err(Error::invalid_input("max_new_tokens must be >= 1, got 0"));
         }
         dicta_core::clips::validate(&self.clip_timestamps)?;
+        if let Some(t) = self.hallucination_silence_threshold {
+            if !(t.is_finite() && t >= 0.0) {
+                return Err(Error::invalid_input(format!(
+                    "hallucination_silence_threshold must be seconds >= 0, got {t}"
+                )));
+            }
+            if !self.word_timestamps {
+                // faster-whisper ignores it then; a setting that does nothing is refused.
+                return Err(Error::invalid_input(
+                    "hallucination_silence_threshold needs word_timestamps (it judges words)",
+                ));
+            }
+        }
         if !self.clip_timestamps.is_empty() && self.vad.is_some() {
             return Err(Error::invalid_input(
                 "clip_timestamps and vad_filter cannot be combined: the clips already say which \

@@ -7,6 +7,7 @@ use dicta_models::whisper::{Whisper, WhisperTokenizer};
 
 use super::fallback::{is_silence, Attempt};
 use super::final_window::FinalRest;
+use super::hallucination::{judge, Verdict, WindowPlace};
 use super::logits::argmax;
 use super::options::{DecodeOptions, LongFormMode, Task};
 use super::segments::{
@@ -503,16 +504,43 @@ impl<'m> WhisperTranscriber<'m> {
                 for (r, sp) in raws.iter_mut().zip(&spans) {
                     (r.start, r.end) = (sp.start, sp.end);
                 }
-                let end = last_end(&spans, &words);
                 // faster-whisper: without a closing single timestamp, the next window
                 // starts at the last word's end.
-                if let Some(e) = end.filter(|&e| e > time_offset) {
+                if let Some(e) = last_end(&spans, &words).filter(|&e| e > time_offset) {
                     if !split.single_timestamp_ending {
                         let to = (e * FRAMES_PER_SECOND as f64).round_ties_even() as usize;
                         seek = to.max(st.seek + 1);
                     }
                 }
-                if let Some(e) = end {
+                if let Some(threshold) = opts.hallucination_silence_threshold {
+                    let fps = FRAMES_PER_SECOND as f64;
+                    let size = WINDOW_FRAMES.min(st.content_frames - st.seek);
+                    let at = WindowPlace {
+                        time_offset,
+                        seek: st.seek,
+                        duration: size as f64 / fps,
+                        window_end: (st.seek + WINDOW_FRAMES) as f64 / fps,
+                        last_speech: st.last_speech,
+                        content_duration: st.recording_frames as f64 / fps,
+                        content_frames: st.recording_frames,
+                    };
+                    match judge(threshold, &spans, &words, &at) {
+                        Verdict::Keep => {}
+                        Verdict::SkipWindow { seek } => {
+                            // Nothing of the window is kept, not even its previous text.
+                            st.seek = seek;
+                            st.next_clip();
+                            continue;
+                        }
+                        Verdict::Truncate { from, seek: to } => {
+                            raws.truncate(from);
+                            spans.truncate(from);
+                            words.truncate(from);
+                            seek = to;
+                        }
+                    }
+                }
+                if let Some(e) = last_end(&spans, &words) {
                     st.last_speech = e;
                 }
             }

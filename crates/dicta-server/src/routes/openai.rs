@@ -89,6 +89,7 @@ const DECODING_FIELDS: &[&str] = &[
     "repetition_penalty",
     "no_repeat_ngram_size",
     "clip_timestamps",
+    "hallucination_silence_threshold",
 ];
 
 /// `options` with the decoding fields of the form set: each value is read as JSON (`5`,
