@@ -162,6 +162,7 @@ fn decoding_options_agree_across_interfaces_and_bad_values_are_refused() {
         (json!({"beam_size": "five"}), "beam_size"),
         (json!({"repetition_penalty": -1.0}), "repetition_penalty"),
         (json!({"clip_timestamps": "1,x"}), "clip_timestamps"),
+        (json!({"clip_timestamps": [5, 10, 2, 8]}), "time order"),
         (
             json!({"clip_timestamps": [1.0], "vad_filter": true}),
             "clip_timestamps",
@@ -184,6 +185,17 @@ fn decoding_options_agree_across_interfaces_and_bad_values_are_refused() {
             "{field}: {json}"
         );
     }
+    // Each clip counts as 30 s toward the request's audio limit (3600 s here): 121 clips of
+    // 10 ms would otherwise cost the encoder work of an hour.
+    let many: Vec<f64> = (0..242).map(|i| i as f64 * 0.01).collect();
+    let body =
+        json!({"inputs": [{"audio_base64": audio}], "parameters": {"clip_timestamps": many}});
+    let (code, json) = server.post_transcribe(&body);
+    let message = json["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        code == 413 && message.contains("max_audio_seconds") && message.contains("121 clips"),
+        "{code} {json}"
+    );
     let (code, json) = openai_verbose(&server.base, std::path::Path::new(&clip()), &[]);
     assert_eq!(code, 200, "{json}");
     assert_eq!(segments(&json).len(), default.len());

@@ -304,7 +304,21 @@ impl Pipeline {
                 format!("{n} inputs"),
             ));
         }
-        validate_options(&req.options, translation)
+        validate_options(&req.options, translation)?;
+        if let Some(c) = &req.options.clip_timestamps {
+            // Every clip costs at least one 30 s window of encoder work, however short, so
+            // clips count toward the request's audio limit at 30 s each.
+            let clips = c.seconds()?.len().div_ceil(2) * n;
+            let seconds = clips as f64 * 30.0;
+            if seconds > self.cfg.max_audio_seconds {
+                return Err(Error::limit(
+                    "max_audio_seconds",
+                    format!("{} s per request", self.cfg.max_audio_seconds),
+                    format!("{clips} clips, which count as 30 s each"),
+                ));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -350,7 +364,20 @@ fn validate_decoding(o: &RequestOptions) -> Result<()> {
         }
     }
     if let Some(c) = &o.clip_timestamps {
-        c.seconds()?;
+        // In time order and apart: overlapping clips would decode the same audio again and
+        // again, past what the audio limit allows.
+        let s = c.seconds()?;
+        for (i, pair) in s.windows(2).enumerate() {
+            if pair[1] < pair[0] {
+                return Err(Error::invalid_input(format!(
+                    "clip_timestamps must be in time order (each clip after the one before), \
+                     got {} after {} (value {})",
+                    pair[1],
+                    pair[0],
+                    i + 1
+                )));
+            }
+        }
         if o.vad_filter {
             return Err(Error::invalid_input(
                 "clip_timestamps and vad_filter cannot be combined: the clips already say which \
