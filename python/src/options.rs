@@ -34,6 +34,8 @@ pub(crate) const DECODE_OPTIONS: &[&str] = &[
     "max_new_tokens",
     "clip_timestamps",
     "hallucination_silence_threshold",
+    "language_detection_threshold",
+    "language_detection_segments",
     "seed",
     "word_timestamps",
     "prepend_punctuations",
@@ -126,6 +128,12 @@ pub(crate) fn decode_options(
             }
             "initial_prompt" => o.initial_prompt = get(key, v, "a str or None")?,
             "hotwords" => o.hotwords = get(key, v, "a str or None")?,
+            "language_detection_threshold" => {
+                o.language_detection_threshold = get(key, v, "a float")?
+            }
+            "language_detection_segments" => {
+                o.language_detection_segments = get(key, v, "an int >= 1")?
+            }
             "hallucination_silence_threshold" => {
                 o.hallucination_silence_threshold = get(key, v, "a float (seconds) or None")?
             }

@@ -117,6 +117,12 @@ def test_decoding_keywords_are_the_clis_flags(engine):
     assert segs and all(0.5 <= s["start"] and (s["end"] <= 3 or s["start"] >= 6) for s in segs), segs
     with pytest.raises(dicta.InvalidInput, match="clip_timestamps"):
         engine.transcribe([str(JFK)], clip_timestamps="1,x")
+    # Language detection options are accepted (tiny.en is English-only: nothing to detect).
+    mine = engine.transcribe([str(JFK)], language_detection_segments=2, language_detection_threshold=0.7)
+    theirs = cli("--language-detection-segments", "2", "--language-detection-threshold", "0.7", str(JFK))
+    assert without_stats(mine) == without_stats(theirs)
+    with pytest.raises(dicta.InvalidInput, match="language_detection_segments"):
+        engine.transcribe([str(JFK)], language_detection_segments=0)
     # hallucination_silence_threshold reaches the engine (it needs word timestamps there).
     mine = engine.transcribe([str(JFK)], word_timestamps=True, hallucination_silence_threshold=2.0)
     theirs = cli("--word-timestamps", "--hallucination-silence-threshold", "2", str(JFK))

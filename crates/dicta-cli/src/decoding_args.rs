@@ -70,6 +70,14 @@ pub struct DecodingArgs {
     /// draws, batched or alone.
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Multilingual models without --language: detection stops at the first 30 s window whose
+    /// most likely language is more probable than this (default 0.5).
+    #[arg(long)]
+    pub language_detection_threshold: Option<f32>,
+    /// Multilingual models without --language: windows read for detection (default 1); when
+    /// none passes the threshold, the language most of them chose wins.
+    #[arg(long)]
+    pub language_detection_segments: Option<usize>,
 }
 
 /// A fallback threshold, or none (faster-whisper's `None`).
@@ -154,6 +162,12 @@ impl DecodingArgs {
         if let Some(v) = self.seed {
             o.seed = v;
         }
+        if let Some(v) = self.language_detection_threshold {
+            o.language_detection_threshold = v;
+        }
+        if let Some(v) = self.language_detection_segments {
+            o.language_detection_segments = v;
+        }
     }
 }
 
@@ -214,6 +228,10 @@ mod tests {
             "1.5",
             "--no-repeat-ngram-size",
             "3",
+            "--language-detection-threshold",
+            "0.8",
+            "--language-detection-segments",
+            "3",
         ]);
         let want = DecodeOptions {
             patience: 2.0,
@@ -232,6 +250,8 @@ mod tests {
             hotwords: Some("Dicta, MFA".into()),
             repetition_penalty: 1.5,
             no_repeat_ngram_size: 3,
+            language_detection_threshold: 0.8,
+            language_detection_segments: 3,
             ..DecodeOptions::default()
         };
         assert_eq!(o, want);

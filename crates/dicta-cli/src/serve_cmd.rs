@@ -189,7 +189,9 @@ impl EngineBackend {
             suppress_tokens,
             max_initial_timestamp,
             repetition_penalty,
-            no_repeat_ngram_size;
+            no_repeat_ngram_size,
+            language_detection_threshold,
+            language_detection_segments;
             optional: compression_ratio_threshold,
             log_prob_threshold,
             no_speech_threshold,

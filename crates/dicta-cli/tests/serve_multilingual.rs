@@ -82,6 +82,50 @@ fn openai_sdk_translates_and_reports_the_detected_language() {
     assert_eq!(r["text"], it["translation"]);
     assert_eq!(r["language"], it["language"]);
     assert!(r["language_probability"].as_f64().unwrap() > 0.5, "{r}");
+
+    // Language detection over several windows (language_reference.json's first two cases:
+    // German at 0.51 in the first window, Spanish in the second).
+    let s = std::fs::read_to_string(format!("{FIXTURE}/language_reference.json")).unwrap();
+    let refs: serde_json::Value = serde_json::from_str(&s).unwrap();
+    let cases = &refs["cases"];
+    let mut wav = std::io::Cursor::new(Vec::new());
+    {
+        let spec = hound::WavSpec {
+            channels: 1,
+            sample_rate: 16_000,
+            bits_per_sample: 32,
+            sample_format: hound::SampleFormat::Float,
+        };
+        let mut w = hound::WavWriter::new(&mut wav, spec).unwrap();
+        for clip in cases[1]["clips"].as_array().unwrap() {
+            let p = format!("{FIXTURE}/{}", clip.as_str().unwrap());
+            let mut a = dicta_audio::decode::load_path(std::path::Path::new(&p)).unwrap();
+            a.resize(30 * 16_000, 0.0);
+            for x in a {
+                w.write_sample(x).unwrap();
+            }
+        }
+        w.finalize().unwrap();
+    }
+    let wav = wav.into_inner();
+    for case in &cases.as_array().unwrap()[..2] {
+        let (code, v) = server.post_transcribe(&serde_json::json!({
+            "inputs": [{"audio_base64": common::base64(&wav)}],
+            "parameters": {
+                "language_detection_segments": case["language_detection_segments"],
+                "language_detection_threshold": case["language_detection_threshold"],
+                "max_new_tokens": 1,
+            },
+        }));
+        assert_eq!(code, 200, "{v}");
+        let r = &v["results"][0];
+        assert_eq!(r["language"], case["language"], "{case}");
+        let p = r["language_probability"].as_f64().unwrap();
+        assert!(
+            (p - case["language_probability"].as_f64().unwrap()).abs() < 1e-3,
+            "{r}"
+        );
+    }
     assert_eq!(server.terminate(), 0);
 }
 

@@ -129,6 +129,52 @@ fn base_detects_transcribes_and_translates_as_faster_whisper() {
     );
 }
 
+/// faster-whisper's `language_detection_segments` / `language_detection_threshold`
+/// (fixtures/whisper_base/language_reference.json, made by make_language_reference.py): clips
+/// each padded to one 30 s window; detection stops at the first window above the threshold,
+/// else the language most windows chose wins, with its highest probability.
+#[test]
+fn language_detection_over_several_windows_matches_faster_whisper() {
+    let Some(model) = load(ComputeType::Float32) else {
+        return;
+    };
+    let s = std::fs::read_to_string(format!("{FIXTURE}/language_reference.json")).unwrap();
+    let refs: Value = serde_json::from_str(&s).unwrap();
+    let tr = WhisperTranscriber::new(&model).unwrap();
+    let cases = refs["cases"].as_array().unwrap();
+    let languages: Vec<&str> = cases
+        .iter()
+        .map(|c| c["language"].as_str().unwrap())
+        .collect();
+    // The options move faster-whisper's answer (the first two cases differ in segments only).
+    assert_ne!(languages[0], languages[1]);
+    for case in cases {
+        let mut audio = Vec::new();
+        for clip in case["clips"].as_array().unwrap() {
+            let p = PathBuf::from(FIXTURE).join(clip.as_str().unwrap());
+            let mut a = dicta_audio::decode::load_path(&p).expect("decode fixture wav");
+            a.resize(30 * 16_000, 0.0);
+            audio.extend(a);
+        }
+        let o = DecodeOptions {
+            language_detection_segments: case["language_detection_segments"].as_u64().unwrap()
+                as usize,
+            language_detection_threshold: case["language_detection_threshold"].as_f64().unwrap()
+                as f32,
+            max_new_tokens: Some(1),
+            ..opts(Task::Transcribe)
+        };
+        let out = tr
+            .transcribe(&[audio.as_slice()], &o, LongFormMode::Sequential, 8)
+            .unwrap();
+        let t = out.transcripts[0].as_ref().unwrap();
+        let p = f64::from(t.language_probability.unwrap());
+        let want = case["language_probability"].as_f64().unwrap();
+        assert_eq!(t.language.as_deref(), case["language"].as_str(), "{case}");
+        assert!((p - want).abs() < 1e-3, "{case}: probability {p}");
+    }
+}
+
 /// The fp16 weights also load as int8 (where the CPU has int8 kernels: VNNI or AVX2; float32 otherwise): the
 /// language is detected the same and the transcript stays close.
 /// Hotwords and previous text of 223 tokens each, with a multilingual SOT sequence (3 tokens),

@@ -106,6 +106,11 @@ pub struct RequestOptions {
     /// With `word_timestamps`: a segment whose words look made up, with silence longer than
     /// this (seconds) around it, is dropped (faster-whisper's `hallucination_silence_threshold`).
     pub hallucination_silence_threshold: Option<f64>,
+    /// Language detection stops at the first window more probable than this (faster-whisper's
+    /// `language_detection_threshold`).
+    pub language_detection_threshold: Option<f32>,
+    /// Windows language detection reads (faster-whisper's `language_detection_segments`).
+    pub language_detection_segments: Option<usize>,
 }
 
 /// A request's `temperature`: one value or a schedule (see [`RequestOptions::temperature`]).

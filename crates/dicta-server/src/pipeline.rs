@@ -350,6 +350,21 @@ pub(crate) const MAX_BEAM: usize = 16;
 /// Checks faster-whisper's decoding options of a request (ranges, and the bounds that keep one
 /// request from taking the server's memory); the message names the option and its value.
 fn validate_decoding(o: &RequestOptions) -> Result<()> {
+    if let Some(n) = o.language_detection_segments {
+        // Each is a window of encoder work; detection reads no further than the audio.
+        if n == 0 {
+            return Err(Error::invalid_input(
+                "language_detection_segments must be >= 1, got 0",
+            ));
+        }
+    }
+    if let Some(t) = o.language_detection_threshold {
+        if !t.is_finite() {
+            return Err(Error::invalid_input(format!(
+                "language_detection_threshold must be a number, got {t}"
+            )));
+        }
+    }
     if let Some(t) = o.hallucination_silence_threshold {
         if !(t.is_finite() && t >= 0.0) {
             return Err(Error::invalid_input(format!(

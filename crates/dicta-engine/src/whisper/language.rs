@@ -1,9 +1,19 @@
-//! Which languages and tasks a Whisper checkpoint can honour.
+//! Which languages and tasks a Whisper checkpoint can honour, and the language of each
+//! recording: given, English, or detected as faster-whisper's `detect_language` does.
 
+use dicta_audio::mel::{LogMel, MelSpectrogram};
 use dicta_core::{Error, Result};
-use dicta_models::whisper::WhisperConfig;
+use dicta_models::whisper::{Whisper, WhisperConfig};
 
-use super::options::Task;
+use super::logits::argmax;
+use super::options::{DecodeOptions, Task};
+use super::segments::{FRAMES_PER_SECOND, WINDOW_FRAMES};
+use super::transcriber::{decoder_batch, window, FEATURE_PADDING};
+use super::window::{ce, WindowDecoder, WindowJob};
+
+/// Per recording: its language (or why none), and the detected language's probability
+/// (`None` where it was given).
+pub(super) type Languages = (Vec<Result<String>>, Vec<Option<f32>>);
 
 /// Checks `language` (a code such as `"de"`, or none: detected) and `task` against the model:
 /// English-only models take only `"en"` and cannot translate; multilingual ones take the codes
@@ -34,4 +44,189 @@ pub fn check_language_task(cfg: &WhisperConfig, language: Option<&str>, task: Ta
         }
     }
     Ok(())
+}
+
+/// Language per recording: the option, "en" for English-only models, or detected on
+/// multilingual models as faster-whisper's `detect_language` does, from the first clip's start:
+/// windows of 30 s, up to `language_detection_segments` of them, until one's most likely
+/// language is above `language_detection_threshold`; when none is, the language most windows
+/// chose (ties: the first chosen) with its highest probability. A probability is the softmax
+/// over the language tokens' logits at `<|startoftranscript|>`. Each encoder batch's size is
+/// pushed to `batch_sizes`.
+pub(super) fn languages(
+    model: &Whisper,
+    log_mel: &LogMel,
+    audios: &[&[f32]],
+    opts: &DecodeOptions,
+    decoder: &WindowDecoder<'_>,
+    batch_sizes: &mut Vec<usize>,
+) -> Result<Languages> {
+    let given = |langs: Vec<Result<String>>| {
+        let n = langs.len();
+        Ok((langs, vec![None; n]))
+    };
+    let cfg = &model.config;
+    check_language_task(cfg, opts.language.as_deref(), opts.task)?;
+    if !cfg.is_multilingual {
+        return given(vec![Ok("en".to_string()); audios.len()]);
+    }
+    if let Some(l) = &opts.language {
+        return given(vec![Ok(l.clone()); audios.len()]);
+    }
+    if cfg.lang_ids.is_empty() {
+        // A Hugging Face folder without `lang_to_id` in generation_config.json.
+        return Err(Error::model_load(
+            "multilingual model lists no language tokens (lang_to_id); cannot detect the language",
+        ));
+    }
+    let mut res = Vec::with_capacity(audios.len());
+    let mut probs = Vec::with_capacity(audios.len());
+    // With clips, faster-whisper detects from the first clip's start (truncated to a frame),
+    // or from the beginning when that is past the recording.
+    let clip_start = opts
+        .clip_timestamps
+        .first()
+        .map_or(0, |&s| (s * FRAMES_PER_SECOND as f64) as usize);
+    let segments = opts.language_detection_segments.max(1);
+    for chunk in audios.chunks(decoder_batch(audios.len())) {
+        // Per recording, the features detection reads: every frame from its start, the
+        // padding's last one included (unlike the seek loop's content frames), up to
+        // `segments` windows. Only those frames are kept (a long recording's whole features
+        // are hundreds of MB).
+        let mels: Vec<MelSpectrogram> = chunk
+            .iter()
+            .map(|a| {
+                let mel = log_mel.compute(a, FEATURE_PADDING);
+                let from = if clip_start < mel.n_frames.saturating_sub(1) {
+                    clip_start
+                } else {
+                    0
+                };
+                let frames = (segments * WINDOW_FRAMES).min(mel.n_frames - from);
+                let mut data = Vec::with_capacity(mel.n_mels * frames);
+                for m in 0..mel.n_mels {
+                    let row = m * mel.n_frames + from;
+                    data.extend_from_slice(&mel.data[row..row + frames]);
+                }
+                MelSpectrogram {
+                    n_mels: mel.n_mels,
+                    n_frames: frames,
+                    data,
+                }
+            })
+            .collect();
+        let mut decided: Vec<Option<(String, f32)>> = vec![None; chunk.len()];
+        let mut votes: Vec<Vec<(String, Vec<f32>)>> = vec![Vec::new(); chunk.len()];
+        for s in 0..segments {
+            let offset = s * WINDOW_FRAMES;
+            let rows: Vec<usize> = (0..chunk.len())
+                .filter(|&r| decided[r].is_none() && offset < mels[r].n_frames)
+                .collect();
+            if rows.is_empty() {
+                break;
+            }
+            let jobs: Vec<WindowJob> = rows
+                .iter()
+                .map(|&r| {
+                    let mel = &mels[r];
+                    WindowJob {
+                        mel: window(mel, offset, WINDOW_FRAMES.min(mel.n_frames - offset)),
+                        prompt: vec![cfg.special.sot],
+                        seed_key: 0,
+                        draft: None,
+                        final_rest: None,
+                    }
+                })
+                .collect();
+            for (&r, (lang, p)) in rows.iter().zip(detect(model, decoder, &jobs)?) {
+                if p > opts.language_detection_threshold {
+                    decided[r] = Some((lang, p));
+                } else {
+                    match votes[r].iter_mut().find(|(l, _)| *l == lang) {
+                        Some((_, ps)) => ps.push(p),
+                        None => votes[r].push((lang, vec![p])),
+                    }
+                }
+            }
+            batch_sizes.push(jobs.len());
+        }
+        for (d, v) in decided.into_iter().zip(votes) {
+            let (lang, p) = d.unwrap_or_else(|| majority(v));
+            res.push(Ok(lang));
+            probs.push(Some(p));
+        }
+    }
+    Ok((res, probs))
+}
+
+/// The language chosen by most windows (the first chosen on ties: Python's `max` over an
+/// insertion-ordered dict) and its highest probability.
+fn majority(votes: Vec<(String, Vec<f32>)>) -> (String, f32) {
+    let mut best: Option<(String, Vec<f32>)> = None;
+    for (lang, ps) in votes {
+        if best.as_ref().is_none_or(|(_, b)| ps.len() > b.len()) {
+            best = Some((lang, ps));
+        }
+    }
+    let (lang, ps) = best.expect("every recording has at least one window");
+    let p = ps.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    (lang, p)
+}
+
+/// The most likely language of each window and its probability.
+fn detect(
+    model: &Whisper,
+    decoder: &WindowDecoder<'_>,
+    jobs: &[WindowJob],
+) -> Result<Vec<(String, f32)>> {
+    let cfg = &model.config;
+    let refs: Vec<&WindowJob> = jobs.iter().collect();
+    let _turn = decoder.hold();
+    let enc = decoder.encode(&refs)?;
+    let mut cache = model.new_cache(&enc)?;
+    let sot = candle_core::Tensor::from_vec(
+        vec![cfg.special.sot; jobs.len()],
+        (jobs.len(), 1),
+        model.device(),
+    )
+    .map_err(ce)?;
+    let logits = model.decode_last(&sot, &mut cache)?;
+    let logits: Vec<f32> = logits.flatten_all().and_then(|l| l.to_vec1()).map_err(ce)?;
+    Ok(logits
+        .chunks(cfg.n_vocab)
+        .map(|row| {
+            let scores: Vec<f32> = cfg
+                .lang_ids
+                .iter()
+                .map(|(_, id)| row[*id as usize])
+                .collect();
+            let best = argmax(&scores);
+            (cfg.lang_ids[best].0.clone(), softmax_at(&scores, best))
+        })
+        .collect())
+}
+
+/// `softmax(scores)[i]`, computed in f64.
+fn softmax_at(scores: &[f32], i: usize) -> f32 {
+    let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+    let sum: f64 = scores.iter().map(|&x| (x as f64 - max).exp()).sum();
+    ((scores[i] as f64 - max).exp() / sum) as f32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_majority_takes_the_first_chosen_on_ties_and_its_highest_probability() {
+        let v = |l: &str, ps: &[f32]| (l.to_string(), ps.to_vec());
+        assert_eq!(
+            majority(vec![v("fr", &[0.2]), v("de", &[0.5]), v("pl", &[0.3])]),
+            ("fr".to_string(), 0.2)
+        );
+        assert_eq!(
+            majority(vec![v("pl", &[0.2, 0.9]), v("fr", &[0.1])]),
+            ("pl".to_string(), 0.9)
+        );
+    }
 }

@@ -109,6 +109,13 @@ pub struct DecodeOptions {
     /// this (seconds) around it, is dropped and the silence skipped (faster-whisper's
     /// `hallucination_silence_threshold`; `None`: off).
     pub hallucination_silence_threshold: Option<f64>,
+    /// Language detection (no `language`, multilingual model) stops at the first window whose
+    /// most likely language is more probable than this (faster-whisper's
+    /// `language_detection_threshold`).
+    pub language_detection_threshold: f32,
+    /// Language detection reads up to this many 30 s windows; when none passes the threshold,
+    /// the language most of them chose wins (faster-whisper's `language_detection_segments`).
+    pub language_detection_segments: usize,
     /// Seed of the sampler used at temperature > 0.
     pub seed: u64,
     /// Word-level timestamps from the cross-attention of the alignment heads (faster-whisper's
@@ -168,6 +175,8 @@ impl Default for DecodeOptions {
             max_new_tokens: None,
             clip_timestamps: Vec::new(),
             hallucination_silence_threshold: None,
+            language_detection_threshold: 0.5,
+            language_detection_segments: 1,
             seed: 0,
             word_timestamps: false,
             prepend_punctuations: super::words::DEFAULT_PREPEND_PUNCTUATIONS.to_string(),
@@ -252,6 +261,17 @@ impl DecodeOptions {
             return Err(Error::invalid_input("max_new_tokens must be >= 1, got 0"));
         }
         dicta_core::clips::validate(&self.clip_timestamps)?;
+        if self.language_detection_segments == 0 {
+            return Err(Error::invalid_input(
+                "language_detection_segments must be >= 1, got 0",
+            ));
+        }
+        if !self.language_detection_threshold.is_finite() {
+            return Err(Error::invalid_input(format!(
+                "language_detection_threshold must be a number, got {}",
+                self.language_detection_threshold
+            )));
+        }
         if let Some(t) = self.hallucination_silence_threshold {
             if !(t.is_finite() && t >= 0.0) {
                 return Err(Error::invalid_input(format!(

@@ -8,16 +8,15 @@ use dicta_models::whisper::{Whisper, WhisperTokenizer};
 use super::fallback::{is_silence, Attempt};
 use super::final_window::FinalRest;
 use super::hallucination::{judge, Verdict, WindowPlace};
-use super::logits::argmax;
 use super::options::{DecodeOptions, LongFormMode, Task};
 use super::segments::{
     split_by_timestamps, RawSegment, FRAMES_PER_SECOND, INPUT_STRIDE, WINDOW_FRAMES,
 };
-use super::window::{ce, AlignRequest, WindowDecoder, WindowJob};
+use super::window::{AlignRequest, WindowDecoder, WindowJob};
 use super::words::{last_end, place_words, splits_on_unicode, PlacedWord, SegmentSpan};
 
 /// Samples of zero padding faster-whisper's feature extractor appends (one hop).
-const FEATURE_PADDING: usize = 160;
+pub(super) const FEATURE_PADDING: usize = 160;
 
 /// Results of [`WhisperTranscriber::transcribe`].
 #[derive(Debug)]
@@ -51,8 +50,6 @@ impl TranscribeOutput {
 
 /// Each recording's language (or why it has none) and, where the model detected it, its
 /// probability.
-type Languages = (Vec<Result<String>>, Vec<Option<f32>>);
-
 /// Transcribes 16 kHz mono recordings with a borrowed Whisper model.
 pub struct WhisperTranscriber<'m> {
     model: &'m Whisper,
@@ -257,7 +254,14 @@ impl<'m> WhisperTranscriber<'m> {
         let mut results: Vec<Option<Result<Transcript>>> =
             (0..audios.len()).map(|_| None).collect();
         let mut seq: Vec<SeqState> = Vec::new();
-        let (languages, language_probs) = self.languages(audios, opts, &decoder, &mut out)?;
+        let (languages, language_probs) = super::language::languages(
+            self.model,
+            &self.mel,
+            audios,
+            opts,
+            &decoder,
+            &mut out.batch_sizes,
+        )?;
         let hotwords = self.hotwords(opts)?;
         for (i, audio) in audios.iter().enumerate() {
             let started = std::time::Instant::now();
@@ -585,92 +589,6 @@ impl<'m> WhisperTranscriber<'m> {
         Ok(())
     }
 
-    /// Language per recording: the option, "en" for English-only models, or detected from the
-    /// first window on multilingual models; with the detected language's probability
-    /// (faster-whisper's `language_probability`: softmax over the language tokens' logits at
-    /// `<|startoftranscript|>`), `None` where the language was not detected.
-    fn languages(
-        &self,
-        audios: &[&[f32]],
-        opts: &DecodeOptions,
-        decoder: &WindowDecoder<'_>,
-        out: &mut TranscribeOutput,
-    ) -> Result<Languages> {
-        let given = |langs: Vec<Result<String>>| {
-            let n = langs.len();
-            Ok((langs, vec![None; n]))
-        };
-        let cfg = &self.model.config;
-        super::check_language_task(cfg, opts.language.as_deref(), opts.task)?;
-        if !cfg.is_multilingual {
-            return given(vec![Ok("en".to_string()); audios.len()]);
-        }
-        if let Some(l) = &opts.language {
-            return given(vec![Ok(l.clone()); audios.len()]);
-        }
-        if cfg.lang_ids.is_empty() {
-            // A Hugging Face folder without `lang_to_id` in generation_config.json.
-            return Err(Error::model_load(
-                "multilingual model lists no language tokens (lang_to_id); cannot detect the language",
-            ));
-        }
-        let mut res = Vec::with_capacity(audios.len());
-        let mut probs = Vec::with_capacity(audios.len());
-        // With clips, faster-whisper detects from the first clip's start (truncated to a
-        // frame), or from the beginning when that is past the recording.
-        let clip_start = opts
-            .clip_timestamps
-            .first()
-            .map_or(0, |&s| (s * FRAMES_PER_SECOND as f64) as usize);
-        for chunk in audios.chunks(decoder_batch(audios.len())) {
-            let jobs: Vec<WindowJob> = chunk
-                .iter()
-                .map(|a| {
-                    let mel = self.mel.compute(a, FEATURE_PADDING);
-                    let from = if clip_start < mel.n_frames.saturating_sub(1) {
-                        clip_start
-                    } else {
-                        0
-                    };
-                    // faster-whisper's `detect_language` takes every feature frame, the
-                    // padding's last one included (unlike the seek loop's content frames).
-                    let size = WINDOW_FRAMES.min(mel.n_frames - from);
-                    WindowJob {
-                        mel: window(&mel, from, size),
-                        prompt: vec![cfg.special.sot],
-                        seed_key: 0,
-                        draft: None,
-                        final_rest: None,
-                    }
-                })
-                .collect();
-            out.batch_sizes.push(jobs.len());
-            let refs: Vec<&WindowJob> = jobs.iter().collect();
-            let _turn = decoder.hold();
-            let enc = decoder.encode(&refs)?;
-            let mut cache = self.model.new_cache(&enc)?;
-            let sot = candle_core::Tensor::from_vec(
-                vec![cfg.special.sot; jobs.len()],
-                (jobs.len(), 1),
-                self.model.device(),
-            )
-            .map_err(ce)?;
-            let logits = self.model.decode_last(&sot, &mut cache)?;
-            let logits: Vec<f32> = logits.flatten_all().and_then(|l| l.to_vec1()).map_err(ce)?;
-            for row in logits.chunks(cfg.n_vocab) {
-                let scores: Vec<f32> = cfg
-                    .lang_ids
-                    .iter()
-                    .map(|(_, id)| row[*id as usize])
-                    .collect();
-                let best = argmax(&scores);
-                res.push(Ok(cfg.lang_ids[best].0.clone()));
-                probs.push(Some(softmax_at(&scores, best)));
-            }
-        }
-        Ok((res, probs))
-    }
-
     fn sot_sequence(&self, language: &str, task: Task) -> Result<Vec<u32>> {
         let cfg = &self.model.config;
         let sp = &cfg.special;
@@ -776,13 +694,13 @@ impl<'m> WhisperTranscriber<'m> {
     }
 }
 
-fn decoder_batch(n: usize) -> usize {
+pub(super) fn decoder_batch(n: usize) -> usize {
     n.clamp(1, 16)
 }
 
 /// Frames `[start, start + size)` of `mel` zero padded to a `[n_mels, 3000]` window
 /// (faster-whisper slices the content, then `pad_or_trim`s it).
-fn window(mel: &MelSpectrogram, start: usize, size: usize) -> Vec<f32> {
+pub(super) fn window(mel: &MelSpectrogram, start: usize, size: usize) -> Vec<f32> {
     let mut out = vec![0.0f32; mel.n_mels * WINDOW_FRAMES];
     let size = size
         .min(WINDOW_FRAMES)
@@ -813,13 +731,6 @@ fn segment(raw: &RawSegment, text: String, a: &Attempt) -> Segment {
     s.no_speech_prob = Some(a.no_speech_prob);
     s.temperature = Some(a.temperature);
     s
-}
-
-/// `softmax(scores)[i]`, computed in f64.
-fn softmax_at(scores: &[f32], i: usize) -> f32 {
-    let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
-    let sum: f64 = scores.iter().map(|&x| (x as f64 - max).exp()).sum();
-    ((scores[i] as f64 - max).exp() / sum) as f32
 }
 
 fn transcript(

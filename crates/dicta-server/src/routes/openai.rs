@@ -90,6 +90,8 @@ const DECODING_FIELDS: &[&str] = &[
     "no_repeat_ngram_size",
     "clip_timestamps",
     "hallucination_silence_threshold",
+    "language_detection_threshold",
+    "language_detection_segments",
 ];
 
 /// `options` with the decoding fields of the form set: each value is read as JSON (`5`,
