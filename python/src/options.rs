@@ -36,6 +36,7 @@ pub(crate) const DECODE_OPTIONS: &[&str] = &[
     "hallucination_silence_threshold",
     "language_detection_threshold",
     "language_detection_segments",
+    "multilingual",
     "seed",
     "word_timestamps",
     "prepend_punctuations",
@@ -128,6 +129,7 @@ pub(crate) fn decode_options(
             }
             "initial_prompt" => o.initial_prompt = get(key, v, "a str or None")?,
             "hotwords" => o.hotwords = get(key, v, "a str or None")?,
+            "multilingual" => o.multilingual = get(key, v, "a bool")?,
             "language_detection_threshold" => {
                 o.language_detection_threshold = get(key, v, "a float")?
             }

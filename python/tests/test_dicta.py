@@ -118,8 +118,10 @@ def test_decoding_keywords_are_the_clis_flags(engine):
     with pytest.raises(dicta.InvalidInput, match="clip_timestamps"):
         engine.transcribe([str(JFK)], clip_timestamps="1,x")
     # Language detection options are accepted (tiny.en is English-only: nothing to detect).
-    mine = engine.transcribe([str(JFK)], language_detection_segments=2, language_detection_threshold=0.7)
-    theirs = cli("--language-detection-segments", "2", "--language-detection-threshold", "0.7", str(JFK))
+    mine = engine.transcribe([str(JFK)], language_detection_segments=2, language_detection_threshold=0.7,
+                             multilingual=True)
+    theirs = cli("--language-detection-segments", "2", "--language-detection-threshold", "0.7",
+                 "--multilingual", str(JFK))
     assert without_stats(mine) == without_stats(theirs)
     with pytest.raises(dicta.InvalidInput, match="language_detection_segments"):
         engine.transcribe([str(JFK)], language_detection_segments=0)

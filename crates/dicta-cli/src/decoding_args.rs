@@ -78,6 +78,10 @@ pub struct DecodingArgs {
     /// none passes the threshold, the language most of them chose wins.
     #[arg(long)]
     pub language_detection_segments: Option<usize>,
+    /// Multilingual models: detect the language of every 30 s window and decode it in that
+    /// language, for speech that switches language (faster-whisper's `multilingual`).
+    #[arg(long)]
+    pub multilingual: bool,
 }
 
 /// A fallback threshold, or none (faster-whisper's `None`).
@@ -168,6 +172,9 @@ impl DecodingArgs {
         if let Some(v) = self.language_detection_segments {
             o.language_detection_segments = v;
         }
+        if self.multilingual {
+            o.multilingual = true;
+        }
     }
 }
 
@@ -232,6 +239,7 @@ mod tests {
             "0.8",
             "--language-detection-segments",
             "3",
+            "--multilingual",
         ]);
         let want = DecodeOptions {
             patience: 2.0,
@@ -252,6 +260,7 @@ mod tests {
             no_repeat_ngram_size: 3,
             language_detection_threshold: 0.8,
             language_detection_segments: 3,
+            multilingual: true,
             ..DecodeOptions::default()
         };
         assert_eq!(o, want);

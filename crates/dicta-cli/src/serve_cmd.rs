@@ -191,7 +191,8 @@ impl EngineBackend {
             repetition_penalty,
             no_repeat_ngram_size,
             language_detection_threshold,
-            language_detection_segments;
+            language_detection_segments,
+            multilingual;
             optional: compression_ratio_threshold,
             log_prob_threshold,
             no_speech_threshold,

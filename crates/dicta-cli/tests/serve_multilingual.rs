@@ -126,6 +126,19 @@ fn openai_sdk_translates_and_reports_the_detected_language() {
             "{r}"
         );
     }
+    // `multilingual`: faster-whisper's English-then-German recording, each window in its own
+    // language (the server decodes greedily, as the fixture's run).
+    let m = &refs["multilingual"];
+    let wav = std::fs::read(format!("{}/{}", common::DATA, m["wav"].as_str().unwrap())).unwrap();
+    for (run, on) in [("off", false), ("on", true)] {
+        let (code, v) = server.post_transcribe(&serde_json::json!({
+            "inputs": [{"audio_base64": common::base64(&wav)}],
+            "parameters": {"multilingual": on, "temperature": [0.0],
+                "condition_on_previous_text": false},
+        }));
+        assert_eq!(code, 200, "{v}");
+        assert_eq!(v["results"][0]["text"], m["runs"][run]["text"], "{run}");
+    }
     assert_eq!(server.terminate(), 0);
 }
 

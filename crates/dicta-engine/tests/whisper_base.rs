@@ -175,6 +175,65 @@ fn language_detection_over_several_windows_matches_faster_whisper() {
     }
 }
 
+/// faster-whisper's `multilingual` on its own English-then-German test recording: each window
+/// in its own detected language, token for token with faster-whisper, off and on (off, the
+/// German half is mostly lost; on, it is transcribed in German).
+#[test]
+fn multilingual_decodes_each_window_in_its_language_as_faster_whisper() {
+    let Some(model) = load(ComputeType::Float32) else {
+        return;
+    };
+    let s = std::fs::read_to_string(format!("{FIXTURE}/language_reference.json")).unwrap();
+    let refs: Value = serde_json::from_str(&s).unwrap();
+    let m = &refs["multilingual"];
+    let audio = whisper_common::load_wav(m["wav"].as_str().unwrap());
+    let tr = WhisperTranscriber::new(&model).unwrap();
+    assert_ne!(m["runs"]["off"]["text"], m["runs"]["on"]["text"]);
+    for (run, on) in [("off", false), ("on", true)] {
+        let o = DecodeOptions {
+            multilingual: on,
+            ..opts(Task::Transcribe)
+        };
+        let out = tr
+            .transcribe(&[audio.as_slice()], &o, LongFormMode::Sequential, 8)
+            .unwrap();
+        let t = out.transcripts[0].as_ref().unwrap();
+        let want = &m["runs"][run];
+        assert_eq!(t.language.as_deref(), want["language"].as_str(), "{run}");
+        let got: Vec<Vec<u32>> = t.segments.iter().map(|s| s.tokens.clone()).collect();
+        let expected: Vec<Vec<u32>> = want["segments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                s["tokens"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|t| t.as_u64().unwrap() as u32)
+                    .collect()
+            })
+            .collect();
+        assert_eq!(t.text, want["text"].as_str().unwrap(), "{run}");
+        assert_eq!(got, expected, "{run}");
+    }
+    // Word timestamps align each window in its own language.
+    let o = DecodeOptions {
+        multilingual: true,
+        word_timestamps: true,
+        ..opts(Task::Transcribe)
+    };
+    let out = tr
+        .transcribe(&[audio.as_slice()], &o, LongFormMode::Sequential, 8)
+        .unwrap();
+    let t = out.transcripts[0].as_ref().unwrap();
+    let last = t.segments.last().unwrap();
+    assert!(
+        !last.words.is_empty() && last.words.last().unwrap().end > 55.0,
+        "{last:?}"
+    );
+}
+
 /// The fp16 weights also load as int8 (where the CPU has int8 kernels: VNNI or AVX2; float32 otherwise): the
 /// language is detected the same and the transcript stays close.
 /// Hotwords and previous text of 223 tokens each, with a multilingual SOT sequence (3 tokens),

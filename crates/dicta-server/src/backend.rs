@@ -111,6 +111,9 @@ pub struct RequestOptions {
     pub language_detection_threshold: Option<f32>,
     /// Windows language detection reads (faster-whisper's `language_detection_segments`).
     pub language_detection_segments: Option<usize>,
+    /// Detect the language of every window and decode it in that language (faster-whisper's
+    /// `multilingual`).
+    pub multilingual: Option<bool>,
 }
 
 /// A request's `temperature`: one value or a schedule (see [`RequestOptions::temperature`]).

@@ -9,7 +9,7 @@ use super::logits::argmax;
 use super::options::{DecodeOptions, Task};
 use super::segments::{FRAMES_PER_SECOND, WINDOW_FRAMES};
 use super::transcriber::{decoder_batch, window, FEATURE_PADDING};
-use super::window::{ce, WindowDecoder, WindowJob};
+use super::window::{ce, sot_index, WindowDecoder, WindowJob};
 
 /// Per recording: its language (or why none), and the detected language's probability
 /// (`None` where it was given).
@@ -179,17 +179,21 @@ fn detect(
     decoder: &WindowDecoder<'_>,
     jobs: &[WindowJob],
 ) -> Result<Vec<(String, f32)>> {
-    let cfg = &model.config;
     let refs: Vec<&WindowJob> = jobs.iter().collect();
     let _turn = decoder.hold();
     let enc = decoder.encode(&refs)?;
-    let mut cache = model.new_cache(&enc)?;
-    let sot = candle_core::Tensor::from_vec(
-        vec![cfg.special.sot; jobs.len()],
-        (jobs.len(), 1),
-        model.device(),
-    )
-    .map_err(ce)?;
+    detect_encoded(model, &enc)
+}
+
+/// The most likely language of each window of encoder states `enc` `[N, 1500, d]` and its
+/// probability (CTranslate2's `detect_language`: the language tokens' softmax after
+/// `<|startoftranscript|>`). The caller holds the model's turn.
+fn detect_encoded(model: &Whisper, enc: &candle_core::Tensor) -> Result<Vec<(String, f32)>> {
+    let cfg = &model.config;
+    let n = enc.dim(0).map_err(ce)?;
+    let mut cache = model.new_cache(enc)?;
+    let sot = candle_core::Tensor::from_vec(vec![cfg.special.sot; n], (n, 1), model.device())
+        .map_err(ce)?;
     let logits = model.decode_last(&sot, &mut cache)?;
     let logits: Vec<f32> = logits.flatten_all().and_then(|l| l.to_vec1()).map_err(ce)?;
     Ok(logits
@@ -204,6 +208,36 @@ fn detect(
             (cfg.lang_ids[best].0.clone(), softmax_at(&scores, best))
         })
         .collect())
+}
+
+/// faster-whisper's `multilingual`: the language of each window, detected from its own encoder
+/// states `enc` (row `i` = job `i`), put in the job's prompt in place of the recording's
+/// (the token after `<|startoftranscript|>`). Returns each window's SOT sequence (SOT,
+/// language, task), which word alignment of the window uses.
+pub(super) fn per_window(
+    model: &Whisper,
+    decoder: &WindowDecoder<'_>,
+    jobs: &mut [WindowJob],
+    enc: &candle_core::Tensor,
+) -> Result<Vec<Vec<u32>>> {
+    let sot = model.config.special.sot;
+    let detected = {
+        let _turn = decoder.hold();
+        detect_encoded(model, enc)?
+    };
+    let mut sequences = Vec::with_capacity(jobs.len());
+    for (job, (code, _)) in jobs.iter_mut().zip(detected) {
+        let lang = model
+            .config
+            .lang_id(&code)
+            .ok_or_else(|| Error::internal(format!("detected language {code:?} has no token")))?;
+        let at = sot_index(&job.prompt, sot);
+        if let Some(t) = job.prompt.get_mut(at + 1) {
+            *t = lang;
+        }
+        sequences.push(job.prompt[at..(at + 3).min(job.prompt.len())].to_vec());
+    }
+    Ok(sequences)
 }
 
 /// `softmax(scores)[i]`, computed in f64.

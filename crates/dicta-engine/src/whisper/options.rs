@@ -116,6 +116,10 @@ pub struct DecodeOptions {
     /// Language detection reads up to this many 30 s windows; when none passes the threshold,
     /// the language most of them chose wins (faster-whisper's `language_detection_segments`).
     pub language_detection_segments: usize,
+    /// Detect the language of every window and decode it in that language (faster-whisper's
+    /// `multilingual`: speech that switches language); the transcript's `language` stays the
+    /// first detection's (or the one given). No effect on English-only models.
+    pub multilingual: bool,
     /// Seed of the sampler used at temperature > 0.
     pub seed: u64,
     /// Word-level timestamps from the cross-attention of the alignment heads (faster-whisper's
@@ -177,6 +181,7 @@ impl Default for DecodeOptions {
             hallucination_silence_threshold: None,
             language_detection_threshold: 0.5,
             language_detection_segments: 1,
+            multilingual: false,
             seed: 0,
             word_timestamps: false,
             prepend_punctuations: super::words::DEFAULT_PREPEND_PUNCTUATIONS.to_string(),

@@ -93,6 +93,9 @@ struct SeqState {
     clips: std::collections::VecDeque<(usize, usize)>,
     /// The recording's content frames (`content_frames` is the current clip's end).
     recording_frames: usize,
+    /// With `DecodeOptions::multilingual`: the SOT sequence of the window being decoded, in
+    /// its own detected language (word alignment uses it).
+    window_sot: Option<Vec<u32>>,
 }
 
 impl SeqState {
@@ -324,6 +327,7 @@ impl<'m> WhisperTranscriber<'m> {
                     final_rest: None,
                     clips: Default::default(),
                     recording_frames: content_frames,
+                    window_sot: None,
                 };
                 if !opts.clip_timestamps.is_empty() {
                     // Before the first clip: its start ends the (empty) stretch already done.
@@ -390,7 +394,7 @@ impl<'m> WhisperTranscriber<'m> {
             if active.is_empty() {
                 return Ok(());
             }
-            let jobs: Vec<WindowJob> = active
+            let mut jobs: Vec<WindowJob> = active
                 .iter()
                 .map(|&i| self.seq_job(&states[i], opts))
                 .collect();
@@ -404,8 +408,18 @@ impl<'m> WhisperTranscriber<'m> {
                     .iter()
                     .map(|&i| WINDOW_FRAMES.min(states[i].content_frames - states[i].seek)),
             );
-            let refs: Vec<&WindowJob> = jobs.iter().collect();
-            let (attempts, enc) = decoder.decode_keep(&refs)?;
+            let (attempts, enc) = if opts.multilingual && self.model.config.is_multilingual {
+                // faster-whisper's `multilingual`: each window in its own language.
+                let enc = decoder.encode_jobs(&jobs.iter().collect::<Vec<_>>())?;
+                let sots = super::language::per_window(self.model, decoder, &mut jobs, &enc)?;
+                for (&i, sot) in active.iter().zip(sots) {
+                    states[i].window_sot = Some(sot);
+                }
+                let refs: Vec<&WindowJob> = jobs.iter().collect();
+                (decoder.decode_encoded(&refs, &enc)?, enc)
+            } else {
+                decoder.decode_keep(&jobs.iter().collect::<Vec<_>>())?
+            };
             let rows: Vec<(usize, usize)> = active.iter().copied().zip(0..).collect();
             self.seq_apply(states, &rows, attempts, &enc, decoder)?;
         }
@@ -471,7 +485,7 @@ impl<'m> WhisperTranscriber<'m> {
             if opts.word_timestamps {
                 requests.push(AlignRequest {
                     row,
-                    sot_sequence: st.sot_seq.clone(),
+                    sot_sequence: st.window_sot.clone().unwrap_or_else(|| st.sot_seq.clone()),
                     text_tokens: split
                         .segments
                         .iter()

@@ -187,11 +187,17 @@ impl WindowDecoder<'_> {
     /// job and the encoder states `[N, 1500, d]` (row `i` = job `i`), which word alignment
     /// reuses. Jobs are grouped by prompt shape (rows of one model call must share positions).
     pub fn decode_keep(&self, jobs: &[&WindowJob]) -> Result<(Vec<Attempt>, Tensor)> {
+        let enc = self.encode_jobs(jobs)?;
+        Ok((self.decode_encoded(jobs, &enc)?, enc))
+    }
+
+    /// The encoder states `[N, 1500, d]` of the jobs' windows, one turn of the gate.
+    pub fn encode_jobs(&self, jobs: &[&WindowJob]) -> Result<Tensor> {
         if jobs.is_empty() {
             return Err(Error::invalid_input("decode: no windows given"));
         }
         // Every model call of every long-form mode comes through here (and each temperature
-        // of the fallback, below): abandoned work stops within one search.
+        // of the fallback, in `decode_encoded`): abandoned work stops within one search.
         self.opts.cancel.check()?;
         // Turns are per model pass (the encoder here, each decoder step in `run`), not per
         // whole search: a window that falls back through every temperature would otherwise
@@ -208,6 +214,11 @@ impl WindowDecoder<'_> {
             ms = started.elapsed().as_secs_f64() * 1e3,
             "encoded"
         );
+        Ok(enc)
+    }
+
+    /// [`Self::decode_keep`] of jobs already encoded (`enc` row `i` = job `i`).
+    pub fn decode_encoded(&self, jobs: &[&WindowJob], enc: &Tensor) -> Result<Vec<Attempt>> {
         let mut out: Vec<Option<Attempt>> = vec![None; jobs.len()];
         let left_padding = self.left_padding(jobs);
         let keys = jobs
@@ -219,16 +230,15 @@ impl WindowDecoder<'_> {
         shapes.dedup();
         for shape in shapes {
             let rows: Vec<usize> = (0..jobs.len()).filter(|&i| keys[i] == shape).collect();
-            let settled = self.decode_group(jobs, &enc, &rows)?;
+            let settled = self.decode_group(jobs, enc, &rows)?;
             for (r, a) in rows.into_iter().zip(settled) {
                 out[r] = Some(a);
             }
         }
-        let attempts = out
+        Ok(out
             .into_iter()
             .map(|a| a.expect("every job is in a group"))
-            .collect();
-        Ok((attempts, enc))
+            .collect())
     }
 
     /// Word timings of decoded windows (CTranslate2's `align` + faster-whisper's
@@ -730,7 +740,7 @@ impl WindowDecoder<'_> {
     }
 }
 
-fn sot_index(prompt: &[u32], sot: u32) -> usize {
+pub(super) fn sot_index(prompt: &[u32], sot: u32) -> usize {
     prompt.iter().position(|&t| t == sot).unwrap_or(0)
 }
 

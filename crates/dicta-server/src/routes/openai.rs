@@ -92,6 +92,7 @@ const DECODING_FIELDS: &[&str] = &[
     "hallucination_silence_threshold",
     "language_detection_threshold",
     "language_detection_segments",
+    "multilingual",
 ];
 
 /// `options` with the decoding fields of the form set: each value is read as JSON (`5`,
