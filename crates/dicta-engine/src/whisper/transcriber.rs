@@ -9,6 +9,7 @@ use super::fallback::{is_silence, Attempt};
 use super::final_window::FinalRest;
 use super::hallucination::{judge, Verdict, WindowPlace};
 use super::options::{DecodeOptions, LongFormMode, Task};
+use super::seek_state::SeqState;
 use super::segments::{
     split_by_timestamps, RawSegment, FRAMES_PER_SECOND, INPUT_STRIDE, WINDOW_FRAMES,
 };
@@ -60,62 +61,6 @@ pub struct WhisperTranscriber<'m> {
     /// Tokens drafted from the drafts of [`WhisperTranscriber::transcribe_with_drafts`], and
     /// accepted.
     lookup_stats: super::speculative::SpecCounters,
-}
-
-/// Per-recording (or per-lane) state of the seek loop.
-struct SeqState {
-    input: usize,
-    /// The recording's log-mel (shared by the lanes of a recording).
-    mel: std::sync::Arc<MelSpectrogram>,
-    content_frames: usize,
-    seek: usize,
-    all_tokens: Vec<u32>,
-    prompt_reset_since: usize,
-    sot_seq: Vec<u32>,
-    /// `DecodeOptions::hotwords`, tokenized (empty without).
-    hotwords: std::sync::Arc<[u32]>,
-    segments: Vec<Segment>,
-    /// Length of the recording (s), reported as finished when the seek loop ends.
-    duration: f64,
-    /// End of the last speech (s), for the word-timestamp pause heuristics.
-    last_speech: f64,
-    /// Words are split at unicode boundaries (languages without spaces).
-    split_on_unicode: bool,
-    /// One lane of a recording in the batched mode: its segments and progress are reported
-    /// once every lane of the recording is done.
-    span: bool,
-    /// Tokens its greedy search likely produces ([`WhisperTranscriber::transcribe_with_drafts`]).
-    draft: Option<std::sync::Arc<[u32]>>,
-    /// The sound of the window being decoded when it is the last and finished in place.
-    final_rest: Option<std::sync::Arc<FinalRest>>,
-    /// Clips of `DecodeOptions::clip_timestamps` after the current one (whose end is
-    /// `content_frames`), as (start, end) mel frames.
-    clips: std::collections::VecDeque<(usize, usize)>,
-    /// The recording's content frames (`content_frames` is the current clip's end).
-    recording_frames: usize,
-    /// With `DecodeOptions::multilingual`: the SOT sequence of the window being decoded, in
-    /// its own detected language (word alignment uses it).
-    window_sot: Option<Vec<u32>>,
-}
-
-impl SeqState {
-    /// faster-whisper's move between clips: once the seek reaches the current clip's end, the
-    /// next clip starts at its own start (even one before the seek), and clips that hold no
-    /// frames from there are passed over.
-    fn next_clip(&mut self) {
-        while self.seek >= self.content_frames {
-            let Some((start, end)) = self.clips.pop_front() else {
-                return;
-            };
-            self.seek = start;
-            self.content_frames = end.min(self.recording_frames);
-        }
-    }
-
-    /// Whether the seek loop is done: past the last clip's end.
-    fn finished(&self) -> bool {
-        self.seek >= self.content_frames && self.clips.is_empty()
-    }
 }
 
 impl<'m> WhisperTranscriber<'m> {
