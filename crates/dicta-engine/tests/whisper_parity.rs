@@ -32,22 +32,6 @@ fn opts(beam: usize) -> DecodeOptions {
     }
 }
 
-fn tokens_of(run: &Value) -> Vec<Vec<u32>> {
-    run["segments"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| {
-            s["tokens"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|t| t.as_u64().unwrap() as u32)
-                .collect()
-        })
-        .collect()
-}
-
 fn parity(run_name: &str, beam: usize) {
     parity_with(run_name, opts(beam));
 }

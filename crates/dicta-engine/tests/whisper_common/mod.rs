@@ -147,3 +147,20 @@ pub fn edit_ops(reference: &[String], hyp: &[String]) -> (usize, usize, usize) {
     let r = d[n][m];
     (r.1, r.2, r.3)
 }
+
+/// The tokens of each segment of a fixture's run (`{"segments": [{"tokens": [...]}, ...]}`).
+pub fn tokens_of(run: &serde_json::Value) -> Vec<Vec<u32>> {
+    run["segments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            s["tokens"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t.as_u64().unwrap() as u32)
+                .collect()
+        })
+        .collect()
+}
