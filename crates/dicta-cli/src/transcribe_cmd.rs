@@ -614,9 +614,10 @@ pub(crate) fn parse_compute_type(s: &str) -> std::result::Result<ComputeType, St
 pub struct SecondsList(pub Vec<f64>);
 
 fn parse_seconds_list(s: &str) -> Result<SecondsList, String> {
-    let seconds = dicta_core::clips::parse(s).map_err(|e| e.message)?;
-    dicta_core::clips::validate(&seconds).map_err(|e| e.message)?;
-    Ok(SecondsList(seconds))
+    dicta_core::ClipTimestamps::Text(s.to_string())
+        .seconds()
+        .map(SecondsList)
+        .map_err(|e| e.message)
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 //! it: the silence before such a segment is skipped, so the next window starts at the speech.
 //! Ported from faster-whisper 1.2.1's `generate_segments`, rule for rule.
 
-use super::segments::FRAMES_PER_SECOND;
+use super::segments::frames_at;
 use super::words::{PlacedWord, SegmentSpan};
 
 /// faster-whisper's punctuation set: a word that is a substring of it is not scored.
@@ -71,13 +71,6 @@ fn is_anomaly(words: Option<&[PlacedWord]>) -> bool {
     score >= 3.0 || score + 0.01 >= scored.len() as f64
 }
 
-/// Python's `round` of seconds to mel frames (ties to even).
-fn frames(seconds: f64) -> usize {
-    (seconds * FRAMES_PER_SECOND as f64)
-        .round_ties_even()
-        .max(0.0) as usize
-}
-
 /// faster-whisper's rules over one window's segments `spans` (times after word alignment)
 /// and their `words`, with `threshold` seconds of silence.
 pub(crate) fn judge(
@@ -93,7 +86,7 @@ pub(crate) fn judge(
             let gap = spans[first].start - at.time_offset;
             if gap > threshold {
                 return Verdict::SkipWindow {
-                    seek: at.seek + frames(gap),
+                    seek: at.seek + frames_at(gap),
                 };
             }
         }
@@ -117,7 +110,7 @@ pub(crate) fn judge(
                 || is_anomaly(next.map(|n| words[n].as_slice()))
                 || at.window_end - seg.end < 2.0;
             if silence_before && silence_after {
-                let mut seek = frames((at.time_offset + 1.0).max(seg.start));
+                let mut seek = frames_at((at.time_offset + 1.0).max(seg.start));
                 if at.content_duration - seg.end < threshold {
                     seek = at.content_frames;
                 }

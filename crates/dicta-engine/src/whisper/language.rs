@@ -1,7 +1,7 @@
 //! Which languages and tasks a Whisper checkpoint can honour, and the language of each
 //! recording: given, English, or detected as faster-whisper's `detect_language` does.
 
-use dicta_audio::mel::{LogMel, MelSpectrogram};
+use dicta_audio::mel::LogMel;
 use dicta_core::{Error, Result};
 use dicta_models::whisper::{Whisper, WhisperConfig};
 
@@ -89,11 +89,11 @@ pub(super) fn languages(
         .map_or(0, |&s| (s * FRAMES_PER_SECOND as f64) as usize);
     let segments = opts.language_detection_segments.max(1);
     for chunk in audios.chunks(decoder_batch(audios.len())) {
-        // Per recording, the features detection reads: every frame from its start, the
+        // Per recording, the windows detection reads: every feature frame from its start, the
         // padding's last one included (unlike the seek loop's content frames), up to
-        // `segments` windows. Only those frames are kept (a long recording's whole features
+        // `segments` windows. Only those windows are kept (a long recording's whole features
         // are hundreds of MB).
-        let mels: Vec<MelSpectrogram> = chunk
+        let mut windows: Vec<Vec<Vec<f32>>> = chunk
             .iter()
             .map(|a| {
                 let mel = log_mel.compute(a, FEATURE_PADDING);
@@ -103,39 +103,29 @@ pub(super) fn languages(
                     0
                 };
                 let frames = (segments * WINDOW_FRAMES).min(mel.n_frames - from);
-                let mut data = Vec::with_capacity(mel.n_mels * frames);
-                for m in 0..mel.n_mels {
-                    let row = m * mel.n_frames + from;
-                    data.extend_from_slice(&mel.data[row..row + frames]);
-                }
-                MelSpectrogram {
-                    n_mels: mel.n_mels,
-                    n_frames: frames,
-                    data,
-                }
+                (0..frames)
+                    .step_by(WINDOW_FRAMES)
+                    .map(|o| window(&mel, from + o, WINDOW_FRAMES.min(frames - o)))
+                    .collect()
             })
             .collect();
         let mut decided: Vec<Option<(String, f32)>> = vec![None; chunk.len()];
         let mut votes: Vec<Vec<(String, Vec<f32>)>> = vec![Vec::new(); chunk.len()];
         for s in 0..segments {
-            let offset = s * WINDOW_FRAMES;
             let rows: Vec<usize> = (0..chunk.len())
-                .filter(|&r| decided[r].is_none() && offset < mels[r].n_frames)
+                .filter(|&r| decided[r].is_none() && s < windows[r].len())
                 .collect();
             if rows.is_empty() {
                 break;
             }
             let jobs: Vec<WindowJob> = rows
                 .iter()
-                .map(|&r| {
-                    let mel = &mels[r];
-                    WindowJob {
-                        mel: window(mel, offset, WINDOW_FRAMES.min(mel.n_frames - offset)),
-                        prompt: vec![cfg.special.sot],
-                        seed_key: 0,
-                        draft: None,
-                        final_rest: None,
-                    }
+                .map(|&r| WindowJob {
+                    mel: std::mem::take(&mut windows[r][s]),
+                    prompt: vec![cfg.special.sot],
+                    seed_key: 0,
+                    draft: None,
+                    final_rest: None,
                 })
                 .collect();
             for (&r, (lang, p)) in rows.iter().zip(detect(model, decoder, &jobs)?) {

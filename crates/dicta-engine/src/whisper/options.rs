@@ -308,7 +308,7 @@ impl DecodeOptions {
         let mut points: Vec<usize> = self
             .clip_timestamps
             .iter()
-            .map(|s| (s * super::segments::FRAMES_PER_SECOND as f64).round_ties_even() as usize)
+            .map(|&s| super::segments::frames_at(s))
             .collect();
         if points.is_empty() {
             points.push(0);

@@ -10,6 +10,12 @@ pub const FRAMES_PER_SECOND: usize = 100;
 /// Mel frames in one 30 s window.
 pub const WINDOW_FRAMES: usize = 3000;
 
+/// Seconds as mel frames the way faster-whisper rounds them (Python's `round`: ties to even;
+/// negative times are frame 0).
+pub fn frames_at(seconds: f64) -> usize {
+    (seconds * FRAMES_PER_SECOND as f64).round_ties_even() as usize
+}
+
 /// A segment before its text is decoded.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RawSegment {

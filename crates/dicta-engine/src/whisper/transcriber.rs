@@ -11,7 +11,7 @@ use super::hallucination::{judge, Verdict, WindowPlace};
 use super::options::{DecodeOptions, LongFormMode, Task};
 use super::seek_state::SeqState;
 use super::segments::{
-    split_by_timestamps, RawSegment, FRAMES_PER_SECOND, INPUT_STRIDE, WINDOW_FRAMES,
+    frames_at, split_by_timestamps, RawSegment, FRAMES_PER_SECOND, INPUT_STRIDE, WINDOW_FRAMES,
 };
 use super::window::{AlignRequest, WindowDecoder, WindowJob};
 use super::words::{last_end, place_words, splits_on_unicode, PlacedWord, SegmentSpan};
@@ -49,8 +49,6 @@ impl TranscribeOutput {
     }
 }
 
-/// Each recording's language (or why it has none) and, where the model detected it, its
-/// probability.
 /// Transcribes 16 kHz mono recordings with a borrowed Whisper model.
 pub struct WhisperTranscriber<'m> {
     model: &'m Whisper,
@@ -238,7 +236,6 @@ impl<'m> WhisperTranscriber<'m> {
                 LongFormMode::Sequential => usize::MAX,
             };
             // Clips run one after another in one seek loop (the previous text carries over).
-            let clips = opts.clip_frames(content_frames);
             let lanes = if opts.clip_timestamps.is_empty() {
                 super::lanes::lanes(audio, content_frames, batch_size, min_lane)
             } else {
@@ -277,7 +274,7 @@ impl<'m> WhisperTranscriber<'m> {
                 if !opts.clip_timestamps.is_empty() {
                     // Before the first clip: its start ends the (empty) stretch already done.
                     (st.seek, st.content_frames) = (0, 0);
-                    st.clips = clips.iter().copied().collect();
+                    st.clips = opts.clip_frames(content_frames).into();
                     st.next_clip();
                 }
                 seq.push(st);
@@ -471,8 +468,7 @@ impl<'m> WhisperTranscriber<'m> {
                 // starts at the last word's end.
                 if let Some(e) = last_end(&spans, &words).filter(|&e| e > time_offset) {
                     if !split.single_timestamp_ending {
-                        let to = (e * FRAMES_PER_SECOND as f64).round_ties_even() as usize;
-                        seek = to.max(st.seek + 1);
+                        seek = frames_at(e).max(st.seek + 1);
                     }
                 }
                 if let Some(threshold) = opts.hallucination_silence_threshold {
