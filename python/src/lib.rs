@@ -263,7 +263,12 @@ impl NativeEngine {
         let endpoint = options::endpoint_options(options).py_err(py)?;
         let engine = Arc::clone(&self.engine);
         let session = py
-            .detach(move || engine.open_session(SessionOptions { endpoint }))
+            .detach(move || {
+                engine.open_session(SessionOptions {
+                    endpoint,
+                    ..Default::default()
+                })
+            })
             .py_err(py)?;
         Ok(NativeSession {
             inner: Mutex::new(Some(session)),

@@ -51,6 +51,7 @@ fn engine(cfg: StreamConfig) -> StreamEngine {
 fn no_endpoint() -> SessionOptions {
     SessionOptions {
         endpoint: EndpointOptions::none(),
+        ..Default::default()
     }
 }
 
@@ -208,6 +209,7 @@ fn block_size_changes_latency_never_the_transcript() {
             min_trailing_silence: Some(0.3),
             max_utterance: Some(4.0),
         },
+        ..Default::default()
     };
     let small = stream(&e, opts.clone(), &audio, 100);
     let large = stream(&e, opts.clone(), &audio, 100_000);
@@ -463,11 +465,23 @@ fn bad_input_is_refused() {
             min_trailing_silence: Some(-1.0),
             max_utterance: None,
         },
+        ..Default::default()
     };
     assert_eq!(
         e.open_session(bad).err().unwrap().kind,
         ErrorKind::InvalidInput
     );
+    // CTC has no prompt: a session asking for one is refused, not silently ignored.
+    let prompted = SessionOptions {
+        decode: dicta_engine::whisper::InputOptions {
+            hotwords: Some("Americans".into()),
+            ..Default::default()
+        },
+        ..no_endpoint()
+    };
+    let err = e.open_session(prompted).err().unwrap();
+    assert_eq!(err.kind, ErrorKind::InvalidInput, "{err}");
+    assert!(err.message.contains("CTC"), "{err}");
 }
 
 #[test]

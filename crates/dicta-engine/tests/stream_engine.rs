@@ -63,6 +63,7 @@ fn engine_with(dir: &std::path::Path, stream: StreamConfig) -> Engine {
 fn no_endpoint() -> SessionOptions {
     SessionOptions {
         endpoint: EndpointOptions::none(),
+        ..Default::default()
     }
 }
 
@@ -97,6 +98,7 @@ fn ctc_engine_session_equals_stream_engine() {
             min_trailing_silence: Some(0.3),
             max_utterance: Some(4.0),
         },
+        ..Default::default()
     };
     let got = run(engine.open_session(opts.clone()).unwrap(), &audio, 1600);
     let want = run(reference.open_session(opts).unwrap(), &audio, 1600);
@@ -213,6 +215,7 @@ fn bad_session_options_are_refused() {
             min_trailing_silence: Some(-1.0),
             max_utterance: None,
         },
+        ..Default::default()
     };
     assert_eq!(
         engine.open_session(bad).unwrap_err().kind,

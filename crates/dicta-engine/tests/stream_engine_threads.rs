@@ -44,6 +44,7 @@ fn one_worker_thread_started_by_the_first_session() {
 
     let opts = SessionOptions {
         endpoint: EndpointOptions::none(),
+        ..Default::default()
     };
     let mut sessions: Vec<_> = (0..100)
         .map(|_| engine.open_session(opts.clone()).unwrap())

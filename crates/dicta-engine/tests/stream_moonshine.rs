@@ -234,3 +234,50 @@ fn silence_costs_no_model_call() {
     let first = events.iter().find(|e| e.kind == EventKind::Final).unwrap();
     assert!(first.start >= 30.0, "{first:?}");
 }
+
+/// Moonshine has no prompt and knows only English: sessions asking otherwise are refused when
+/// they open; language "en" is accepted.
+#[test]
+fn sessions_refuse_what_moonshine_cannot_honour() {
+    use dicta_engine::whisper::InputOptions;
+    let Some(model) = load_model() else { return };
+    let e = engine(&model, 4, 5);
+    let open = |decode: InputOptions| {
+        e.open_session(SessionOptions {
+            decode,
+            ..Default::default()
+        })
+    };
+    for bad in [
+        InputOptions {
+            initial_prompt: Some("Hello".into()),
+            ..Default::default()
+        },
+        InputOptions {
+            hotwords: Some("Americans".into()),
+            ..Default::default()
+        },
+        InputOptions {
+            language: Some("fr".into()),
+            ..Default::default()
+        },
+    ] {
+        let err = open(bad.clone()).err().expect("refused");
+        assert_eq!(
+            err.kind,
+            dicta_core::ErrorKind::InvalidInput,
+            "{bad:?}: {err}"
+        );
+    }
+    let mut s = open(InputOptions {
+        language: Some("en".into()),
+        ..Default::default()
+    })
+    .unwrap();
+    let mut events = Vec::new();
+    for b in speech(JFK).chunks(16_000) {
+        events.extend(s.feed(b).unwrap());
+    }
+    events.extend(s.end().unwrap());
+    assert!(finals(&events).to_lowercase().contains("country"));
+}

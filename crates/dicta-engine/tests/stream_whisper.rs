@@ -254,6 +254,7 @@ fn measure_latency_and_capacity() {
     let buf = BufferDecode {
         audio: audio[..8 * 16_000].to_vec(),
         draft: Vec::new(),
+        options: Default::default(),
     };
     for n in [1usize, 4, 8] {
         let reqs = vec![buf.clone(); n];
@@ -266,4 +267,111 @@ fn measure_latency_and_capacity() {
             n as f64 / secs
         );
     }
+}
+
+/// A session's own prompt and hotwords ([`SessionOptions::decode`]) reach its decodes: each
+/// buffer decodes as offline transcription with those options would, whether it shares a batch
+/// with sessions holding other options or runs alone, and each option changes the text.
+#[test]
+fn session_options_decode_like_offline_alone_or_batched() {
+    use dicta_engine::stream::{BufferDecode, StreamModel, WhisperChunkModel};
+    use dicta_engine::whisper::{FinalWindow, InputOptions};
+    let Some(model) = load_model() else { return };
+    let audio = speech(JFK);
+    let variants = [
+        InputOptions::default(),
+        InputOptions {
+            initial_prompt: Some("HELLO. THIS IS ALL IN CAPITALS.".into()),
+            ..Default::default()
+        },
+        InputOptions {
+            hotwords: Some("Kennedy, Americans!".into()),
+            ..Default::default()
+        },
+        InputOptions {
+            language: Some("en".into()),
+            initial_prompt: Some("um, uh, like, you know".into()),
+            hotwords: None,
+        },
+    ];
+    let m = WhisperChunkModel::new(Arc::clone(&model), DecodeOptions::greedy()).unwrap();
+    let reqs: Vec<BufferDecode> = variants
+        .iter()
+        .map(|o| BufferDecode {
+            audio: audio.clone(),
+            draft: Vec::new(),
+            options: Arc::new(o.clone()),
+        })
+        .collect();
+    let text = |t: &dicta_core::Transcript| t.text.clone();
+    let together: Vec<String> = m
+        .forward_chunks(&reqs)
+        .iter()
+        .map(|r| text(r.as_ref().unwrap()))
+        .collect();
+    let transcriber = WhisperTranscriber::new(&model).unwrap();
+    for (i, (o, req)) in variants.iter().zip(&reqs).enumerate() {
+        let alone = m.forward_chunks(std::slice::from_ref(req));
+        assert_eq!(text(alone[0].as_ref().unwrap()), together[i], "variant {i}");
+        let opts = DecodeOptions {
+            final_window: FinalWindow::Seek,
+            ..o.apply(&DecodeOptions::greedy())
+        };
+        let offline = transcriber
+            .transcribe(&[audio.as_slice()], &opts, LongFormMode::Sequential, 1)
+            .unwrap();
+        let offline = text(offline.transcripts[0].as_ref().unwrap());
+        assert_eq!(offline, together[i], "variant {i} against offline");
+    }
+    for i in 0..together.len() {
+        for j in i + 1..together.len() {
+            assert_ne!(
+                together[i], together[j],
+                "variants {i} and {j} decode alike"
+            );
+        }
+    }
+}
+
+/// A session's options change what it streams, and options the model cannot honour are
+/// refused when the session opens.
+#[test]
+fn session_options_change_the_stream_and_are_checked() {
+    use dicta_engine::whisper::InputOptions;
+    let Some(model) = load_model() else { return };
+    let e = engine(&model, 4, 5, 1.0);
+    let audio = speech(JFK);
+    let run = |decode: InputOptions| {
+        let mut s = e
+            .open_session(SessionOptions {
+                decode,
+                ..Default::default()
+            })
+            .unwrap();
+        let mut ev = Vec::new();
+        for b in audio.chunks(16_000) {
+            ev.extend(s.feed(b).unwrap());
+        }
+        ev.extend(s.end().unwrap());
+        finals(&ev)
+    };
+    let plain = run(InputOptions::default());
+    let prompted = run(InputOptions {
+        initial_prompt: Some("HELLO. THIS IS ALL IN CAPITALS.".into()),
+        ..Default::default()
+    });
+    assert_eq!(plain, finals(&stream(&e, &audio, 16_000)));
+    assert_ne!(plain, prompted, "the prompt changed nothing: {plain:?}");
+    let bad = e.open_session(SessionOptions {
+        decode: InputOptions {
+            language: Some("de".into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    });
+    let err = bad.err().expect("an English-only model refuses German");
+    assert_eq!(err.kind, dicta_core::ErrorKind::InvalidInput, "{err}");
+    assert!(err.message.contains("English-only"), "{err}");
+    // The refusal leaves no session counted open.
+    assert_eq!(e.open_sessions(), 0);
 }

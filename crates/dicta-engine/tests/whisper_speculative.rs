@@ -245,7 +245,7 @@ fn lookup_drafts_equal_greedy() {
             let refs: Vec<&[u32]> = drafts.iter().map(Vec::as_slice).collect();
             for batch in [1, 4] {
                 let got = drafted
-                    .transcribe_with_drafts(&views, &refs, &stream_opts(), batch)
+                    .transcribe_with_drafts(&views, &refs, &[], &stream_opts(), batch)
                     .unwrap();
                 for (i, t) in got.transcripts.iter().enumerate() {
                     assert_eq!(
@@ -266,14 +266,14 @@ fn lookup_drafts_equal_greedy() {
                 assert!(a * 2 >= d, "{what}: {a}/{d}");
             }
         }
-        let err = plain.transcribe_with_drafts(&views, &[], &stream_opts(), 1);
+        let err = plain.transcribe_with_drafts(&views, &[], &[], &stream_opts(), 1);
         assert!(err.is_err());
         // One window with its own greedy tokens as the draft: every draft accepted but the EOT
         // that ends the search (counted as drafted, not as accepted), and all tokens but the
         // first (from the prompt's logits) and the model's own token of the first round come
         // from drafts.
         let one = WhisperTranscriber::new(&main).unwrap();
-        one.transcribe_with_drafts(&views[..1], &[&right[0]], &stream_opts(), 1)
+        one.transcribe_with_drafts(&views[..1], &[&right[0]], &[], &stream_opts(), 1)
             .unwrap();
         let (d, a) = one.draft_counts();
         assert!(

@@ -13,10 +13,12 @@ use dicta_models::whisper::Whisper;
 use super::chunker::{Chunk, ChunkGeometry};
 use super::ctc::{ChunkLogProbs, CtcBackend, CtcChunkModel, CtcSession, CtcStreamDecoder};
 use super::moonshine::MoonshineChunkModel;
-use super::whisper::{WhisperBackend, WhisperChunkModel, WhisperGeometry, WhisperSession};
+use super::whisper::{
+    InputCheck, WhisperBackend, WhisperChunkModel, WhisperGeometry, WhisperSession,
+};
 use super::worker::{with_threads, StreamModel, Worker, WorkerConfig, WorkerStats};
 use super::{EndpointOptions, Event};
-use crate::whisper::DecodeOptions;
+use crate::whisper::{check_language_task, DecodeOptions, InputOptions};
 
 /// Settings of a stream engine.
 #[derive(Debug, Clone, PartialEq)]
@@ -66,6 +68,10 @@ impl Default for StreamConfig {
 pub struct SessionOptions {
     /// CTC endpointing (Whisper finalises by agreement).
     pub endpoint: EndpointOptions,
+    /// The session's own language, initial prompt and hotwords (Whisper; a Moonshine session
+    /// takes only language "en", a CTC session none of them). Its decodes still share the
+    /// worker's batches with every other session.
+    pub decode: InputOptions,
 }
 
 #[derive(Clone)]
@@ -165,12 +171,20 @@ impl StreamEngine {
         if let Some(d) = config.step_divisor {
             geometry.step_divisor = d;
         }
+        let (cfg, task) = (model.config.clone(), opts.task);
+        let accepts: InputCheck = Box::new(move |o: &InputOptions| {
+            check_language_task(&cfg, o.language.as_deref(), task)
+        });
         let chunk_model = with_threads(
             Arc::new(WhisperChunkModel::new(model, opts)?),
             config.threads,
         )?;
         let worker = Worker::spawn(chunk_model, config.worker, "dicta-stream-whisper")?;
-        let backend = WhisperBackend { worker, geometry };
+        let backend = WhisperBackend {
+            worker,
+            geometry,
+            accepts,
+        };
         Ok(Self::with_backend(
             Backend::Whisper(Arc::new(backend)),
             &config,
@@ -196,7 +210,24 @@ impl StreamEngine {
             config.threads,
         )?;
         let worker = Worker::spawn(chunk_model, config.worker, "dicta-stream-moonshine")?;
-        let backend = WhisperBackend { worker, geometry };
+        let accepts: InputCheck = Box::new(|o: &InputOptions| {
+            if o.initial_prompt.is_some() || o.hotwords.is_some() {
+                return Err(Error::invalid_input(
+                    "Moonshine streams take no prompt or hotwords (Whisper models do)",
+                ));
+            }
+            match o.language.as_deref() {
+                None | Some("en") => Ok(()),
+                Some(l) => Err(Error::invalid_input(format!(
+                    "this model is English-only: language must be \"en\" or left out, got {l:?}"
+                ))),
+            }
+        });
+        let backend = WhisperBackend {
+            worker,
+            geometry,
+            accepts,
+        };
         Ok(Self::with_backend(
             Backend::Whisper(Arc::new(backend)),
             &config,
@@ -216,6 +247,15 @@ impl StreamEngine {
     /// Errors: `Overloaded` when `max_sessions` are open; `InvalidInput` for bad options.
     pub fn open_session(&self, opts: SessionOptions) -> Result<Session> {
         opts.endpoint.validate()?;
+        match &self.backend {
+            Backend::Whisper(b) => (b.accepts)(&opts.decode)?,
+            Backend::Ctc(_) if !opts.decode.is_empty() => {
+                return Err(Error::invalid_input(
+                    "CTC streams take no language, prompt or hotwords (Whisper models do)",
+                ))
+            }
+            Backend::Ctc(_) => {}
+        }
         if self.backend.open_sessions() >= self.max_sessions {
             return Err(Error::new(
                 ErrorKind::Overloaded,
@@ -229,7 +269,9 @@ impl StreamEngine {
         self.backend.opened();
         let core = match &self.backend {
             Backend::Ctc(b) => Core::Ctc(CtcSession::new(Arc::clone(b), opts.endpoint)),
-            Backend::Whisper(b) => Core::Whisper(WhisperSession::new(Arc::clone(b))),
+            Backend::Whisper(b) => {
+                Core::Whisper(WhisperSession::new(Arc::clone(b), Arc::new(opts.decode)))
+            }
         };
         Ok(Session {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),

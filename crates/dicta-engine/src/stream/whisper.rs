@@ -18,7 +18,7 @@ use dicta_models::whisper::Whisper;
 use super::agreement::LocalAgreement;
 use super::worker::{StreamModel, Worker};
 use super::{Event, EventKind, SAMPLE_RATE};
-use crate::whisper::{DecodeOptions, WhisperTranscriber};
+use crate::whisper::{DecodeOptions, InputOptions, WhisperTranscriber};
 
 /// Whisper as a [`StreamModel`]: one call decodes the buffers of many sessions as one batch.
 pub struct WhisperChunkModel {
@@ -47,6 +47,8 @@ pub struct BufferDecode {
     /// empty: none). Whisper drafts from them and verifies the drafts, so they change no
     /// result, only the time it takes: the new hypothesis mostly repeats the last one.
     pub draft: Vec<u32>,
+    /// The session's own language, prompt and hotwords ([`super::SessionOptions::decode`]).
+    pub options: Arc<InputOptions>,
 }
 
 impl StreamModel for WhisperChunkModel {
@@ -62,7 +64,18 @@ impl StreamModel for WhisperChunkModel {
         };
         let audios: Vec<&[f32]> = requests.iter().map(|r| r.audio.as_slice()).collect();
         let drafts: Vec<&[u32]> = requests.iter().map(|r| r.draft.as_slice()).collect();
-        match transcriber.transcribe_with_drafts(&audios, &drafts, &self.opts, requests.len()) {
+        let inputs: Vec<InputOptions> = if requests.iter().all(|r| r.options.is_empty()) {
+            Vec::new()
+        } else {
+            requests.iter().map(|r| (*r.options).clone()).collect()
+        };
+        match transcriber.transcribe_with_drafts(
+            &audios,
+            &drafts,
+            &inputs,
+            &self.opts,
+            requests.len(),
+        ) {
             Ok(out) => out.transcripts,
             Err(e) => all_err(e),
         }
@@ -174,10 +187,15 @@ const SILENCE: f32 = 1e-3;
 /// Seconds kept between a pause cut and the estimated end of the confirmed text.
 const PAUSE_MARGIN: f64 = 0.3;
 
+/// Checks a session's [`InputOptions`] against the model when the session opens.
+pub(crate) type InputCheck = Box<dyn Fn(&InputOptions) -> Result<()> + Send + Sync>;
+
 /// What all sessions of one Whisper stream engine share.
 pub(crate) struct WhisperBackend {
     pub worker: Worker<BufferDecode, Transcript>,
     pub geometry: WhisperGeometry,
+    /// Which session options the model can honour.
+    pub accepts: InputCheck,
 }
 
 /// Per-session Whisper state.
@@ -194,11 +212,14 @@ pub(crate) struct WhisperSession {
     /// Token ids of the latest hypothesis (the next decode's draft).
     last_tokens: Vec<u32>,
     last_partial: String,
+    /// The session's own decode options (shared with its requests).
+    options: Arc<InputOptions>,
 }
 
 impl WhisperSession {
-    pub fn new(backend: Arc<WhisperBackend>) -> Self {
+    pub fn new(backend: Arc<WhisperBackend>, options: Arc<InputOptions>) -> Self {
         Self {
+            options,
             agreement: new_agreement(&backend.geometry),
             backend,
             buffer: Vec::new(),
@@ -297,6 +318,7 @@ impl WhisperSession {
         let request = BufferDecode {
             audio: self.buffer.clone(),
             draft: std::mem::take(&mut self.last_tokens),
+            options: Arc::clone(&self.options),
         };
         let transcript = match self.backend.worker.call(id, Arc::clone(alive), request) {
             Ok(t) => Some(t),

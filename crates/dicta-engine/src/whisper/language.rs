@@ -6,7 +6,7 @@ use dicta_core::{Error, Result};
 use dicta_models::whisper::{Whisper, WhisperConfig};
 
 use super::logits::argmax;
-use super::options::{DecodeOptions, Task};
+use super::options::{DecodeOptions, InputOptions, Task};
 use super::segments::{FRAMES_PER_SECOND, WINDOW_FRAMES};
 use super::transcriber::{decoder_batch, window, FEATURE_PADDING};
 use super::window::{ce, sot_index, WindowDecoder, WindowJob};
@@ -44,6 +44,57 @@ pub fn check_language_task(cfg: &WhisperConfig, language: Option<&str>, task: Ta
         }
     }
     Ok(())
+}
+
+/// [`languages`] where inputs may name their own ([`InputOptions::language`], one entry per
+/// input or none): such an input gets its language as given (or its own error when the model
+/// does not know it, which fails that input alone); the others follow `opts`, detection batched
+/// among them only.
+pub(super) fn languages_of_inputs(
+    model: &Whisper,
+    log_mel: &LogMel,
+    audios: &[&[f32]],
+    inputs: &[InputOptions],
+    opts: &DecodeOptions,
+    decoder: &WindowDecoder<'_>,
+    batch_sizes: &mut Vec<usize>,
+) -> Result<Languages> {
+    let own = |i: usize| inputs.get(i).and_then(|o| o.language.as_deref());
+    let rest: Vec<&[f32]> = (0..audios.len())
+        .filter(|&i| own(i).is_none())
+        .map(|i| audios[i])
+        .collect();
+    let (langs, probs) = if rest.is_empty() {
+        check_language_task(&model.config, opts.language.as_deref(), opts.task)?;
+        (Vec::new(), Vec::new())
+    } else {
+        languages(model, log_mel, &rest, opts, decoder, batch_sizes)?
+    };
+    if rest.len() == audios.len() {
+        return Ok((langs, probs));
+    }
+    let (mut langs, mut probs) = (langs.into_iter(), probs.into_iter());
+    let mut out = (
+        Vec::with_capacity(audios.len()),
+        Vec::with_capacity(audios.len()),
+    );
+    for i in 0..audios.len() {
+        match own(i) {
+            Some(l) => {
+                out.0.push(
+                    check_language_task(&model.config, Some(l), opts.task).map(|()| l.to_string()),
+                );
+                out.1.push(None);
+            }
+            None => {
+                out.0
+                    .push(langs.next().expect("a language per other input"));
+                out.1
+                    .push(probs.next().expect("a probability per other input"));
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Language per recording: the option, "en" for English-only models, or detected on

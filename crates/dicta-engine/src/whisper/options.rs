@@ -153,6 +153,39 @@ pub struct DecodeOptions {
     pub final_window: super::final_window::FinalWindow,
 }
 
+/// What one input of a call may set apart from the call's [`DecodeOptions`]: a streaming
+/// session's own language, prompt and hotwords, while its decodes share the stream worker's
+/// batches with other sessions. `None` keeps the call's value.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InputOptions {
+    /// Language code for this input ([`DecodeOptions::language`]).
+    pub language: Option<String>,
+    /// Previous-text context of this input's first window ([`DecodeOptions::initial_prompt`]).
+    pub initial_prompt: Option<String>,
+    /// Words to bias this input's windows towards ([`DecodeOptions::hotwords`]).
+    pub hotwords: Option<String>,
+}
+
+impl InputOptions {
+    /// Whether nothing is set (the call's options apply unchanged).
+    pub fn is_empty(&self) -> bool {
+        self.language.is_none() && self.initial_prompt.is_none() && self.hotwords.is_none()
+    }
+
+    /// `opts` with this input's values in place of the call's.
+    pub fn apply(&self, opts: &DecodeOptions) -> DecodeOptions {
+        DecodeOptions {
+            language: self.language.clone().or_else(|| opts.language.clone()),
+            initial_prompt: self
+                .initial_prompt
+                .clone()
+                .or_else(|| opts.initial_prompt.clone()),
+            hotwords: self.hotwords.clone().or_else(|| opts.hotwords.clone()),
+            ..opts.clone()
+        }
+    }
+}
+
 impl Default for DecodeOptions {
     fn default() -> Self {
         Self {

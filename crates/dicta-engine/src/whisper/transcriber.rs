@@ -8,13 +8,22 @@ use dicta_models::whisper::{Whisper, WhisperTokenizer};
 use super::fallback::{is_silence, Attempt};
 use super::final_window::FinalRest;
 use super::hallucination::{judge, Verdict, WindowPlace};
-use super::options::{DecodeOptions, LongFormMode, Task};
+use super::options::{DecodeOptions, InputOptions, LongFormMode, Task};
 use super::seek_state::SeqState;
 use super::segments::{
     frames_at, split_by_timestamps, RawSegment, FRAMES_PER_SECOND, INPUT_STRIDE, WINDOW_FRAMES,
 };
 use super::window::{AlignRequest, WindowDecoder, WindowJob};
 use super::words::{last_end, place_words, splits_on_unicode, PlacedWord, SegmentSpan};
+
+/// What inputs of one call bring apart from its audio (each empty, or one entry per input).
+#[derive(Default, Clone, Copy)]
+struct PerInput<'a> {
+    /// Draft tokens ([`WhisperTranscriber::transcribe_with_drafts`]).
+    drafts: Option<&'a [&'a [u32]]>,
+    /// Options of the input's own ([`InputOptions`]).
+    options: &'a [InputOptions],
+}
 
 /// Samples of zero padding faster-whisper's feature extractor appends (one hop).
 pub(super) const FEATURE_PADDING: usize = 160;
@@ -126,7 +135,7 @@ impl<'m> WhisperTranscriber<'m> {
         batch_size: usize,
         gate: Option<&crate::engine::Turns>,
     ) -> Result<TranscribeOutput> {
-        self.run_all(audios, None, opts, mode, batch_size, gate)
+        self.run_all(audios, PerInput::default(), opts, mode, batch_size, gate)
     }
 
     /// [`WhisperTranscriber::transcribe`] with long-form [`LongFormMode::Sequential`] and a
@@ -134,26 +143,34 @@ impl<'m> WhisperTranscriber<'m> {
     /// produce, e.g. a streaming buffer's previous hypothesis ([`Segment::tokens`] of its
     /// transcript, joined). Temperature-0 greedy passes draft from them and verify the drafts
     /// in one decoder pass per round; the transcripts are exactly `transcribe`'s, only faster
-    /// when the drafts are right.
+    /// when the drafts are right. `inputs` (empty, or one per input) set an input's own
+    /// language, initial prompt and hotwords (a streaming session's): input `i` is transcribed
+    /// exactly as `transcribe` with `inputs[i].apply(opts)` would, while sharing the batches.
     ///
-    /// Errors: as `transcribe`; `InvalidInput` when `drafts` and `audios` differ in length.
+    /// Errors: as `transcribe`; `InvalidInput` when `drafts` (or a non-empty `inputs`) and
+    /// `audios` differ in length.
     pub fn transcribe_with_drafts(
         &self,
         audios: &[&[f32]],
         drafts: &[&[u32]],
+        inputs: &[InputOptions],
         opts: &DecodeOptions,
         batch_size: usize,
     ) -> Result<TranscribeOutput> {
-        if drafts.len() != audios.len() {
+        if drafts.len() != audios.len() || !(inputs.is_empty() || inputs.len() == audios.len()) {
             return Err(Error::invalid_input(format!(
-                "{} drafts for {} inputs",
+                "{} drafts and {} input options for {} inputs",
                 drafts.len(),
+                inputs.len(),
                 audios.len()
             )));
         }
         self.run_all(
             audios,
-            Some(drafts),
+            PerInput {
+                drafts: Some(drafts),
+                options: inputs,
+            },
             opts,
             LongFormMode::Sequential,
             batch_size,
@@ -164,7 +181,7 @@ impl<'m> WhisperTranscriber<'m> {
     fn run_all(
         &self,
         audios: &[&[f32]],
-        drafts: Option<&[&[u32]]>,
+        per_input: PerInput<'_>,
         opts: &DecodeOptions,
         mode: LongFormMode,
         batch_size: usize,
@@ -200,16 +217,31 @@ impl<'m> WhisperTranscriber<'m> {
         let mut results: Vec<Option<Result<Transcript>>> =
             (0..audios.len()).map(|_| None).collect();
         let mut seq: Vec<SeqState> = Vec::new();
-        let (languages, language_probs) = super::language::languages(
+        let PerInput {
+            drafts,
+            options: inputs,
+        } = per_input;
+        let (languages, language_probs) = super::language::languages_of_inputs(
             self.model,
             &self.mel,
             audios,
+            inputs,
             opts,
             &decoder,
             &mut out.batch_sizes,
         )?;
         let hotwords = self.hotwords(opts)?;
         for (i, audio) in audios.iter().enumerate() {
+            // An input's own prompt and hotwords (a streaming session's), else the call's.
+            let own = inputs
+                .get(i)
+                .filter(|o| !o.is_empty())
+                .map(|o| o.apply(opts));
+            let input_opts = own.as_ref().unwrap_or(opts);
+            let hotwords = match &own {
+                Some(o) => self.hotwords(o)?,
+                None => hotwords.clone(),
+            };
             let started = std::time::Instant::now();
             let mel = self.mel.compute(audio, FEATURE_PADDING);
             out.features_seconds += started.elapsed().as_secs_f64();
@@ -256,7 +288,7 @@ impl<'m> WhisperTranscriber<'m> {
                     mel: mel.clone(),
                     content_frames: end,
                     seek: start,
-                    all_tokens: self.initial_prompt(opts)?,
+                    all_tokens: self.initial_prompt(input_opts)?,
                     prompt_reset_since: 0,
                     sot_seq: sot_seq.clone(),
                     hotwords: hotwords.clone(),
