@@ -298,7 +298,9 @@ class Engine:
     def open_session(self, **options: Any) -> Session:
         """Opens a streaming session. CTC models take ``min_trailing_silence`` and
         ``max_utterance`` (seconds, or None for never) for endpointing; Whisper and Moonshine
-        finalise text once successive steps agree.
+        finalise text once successive steps agree. A Whisper session may set its own
+        ``language``, ``initial_prompt`` and ``hotwords`` (its decodes still share the
+        engine's batches); Moonshine takes ``language="en"`` only.
 
         Raises:
             Overloaded: the engine's session limit is reached.

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use dicta_core::{format, Error, ErrorKind, Result};
-use dicta_engine::stream::{Session, SessionOptions};
+use dicta_engine::stream::Session;
 use dicta_engine::whisper::LongFormMode;
 use dicta_engine::{AudioSource, CtcDecoderKind, Engine, EngineConfig, Input};
 use dicta_models::whisper::ComputeType;
@@ -260,16 +260,9 @@ impl NativeEngine {
         py: Python<'_>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<NativeSession> {
-        let endpoint = options::endpoint_options(options).py_err(py)?;
+        let opts = options::session_options(options).py_err(py)?;
         let engine = Arc::clone(&self.engine);
-        let session = py
-            .detach(move || {
-                engine.open_session(SessionOptions {
-                    endpoint,
-                    ..Default::default()
-                })
-            })
-            .py_err(py)?;
+        let session = py.detach(move || engine.open_session(opts)).py_err(py)?;
         Ok(NativeSession {
             inner: Mutex::new(Some(session)),
         })

@@ -4,7 +4,7 @@
 //! `InvalidInput` naming the option, never ignored.
 
 use dicta_core::{Error, Result, VadOptions};
-use dicta_engine::stream::EndpointOptions;
+use dicta_engine::stream::SessionOptions;
 use dicta_engine::whisper::{DecodeOptions, FinalWindow, Task};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -63,7 +63,13 @@ const VAD_PARAMETERS: &[&str] = &[
 ];
 
 /// The options `Engine.open_session` takes.
-pub(crate) const SESSION_OPTIONS: &[&str] = &["min_trailing_silence", "max_utterance"];
+pub(crate) const SESSION_OPTIONS: &[&str] = &[
+    "min_trailing_silence",
+    "max_utterance",
+    "language",
+    "initial_prompt",
+    "hotwords",
+];
 
 /// `v` as a `T`, or an `InvalidInput` naming `key`, what was expected and what was given.
 fn get<'py, T: FromPyObjectOwned<'py>>(key: &str, v: &Bound<'py, PyAny>, what: &str) -> Result<T> {
@@ -236,20 +242,24 @@ fn vad_parameters(mut vad: VadOptions, v: &Bound<'_, PyAny>) -> Result<VadOption
 
 /// The endpointing of one streaming session (CTC models; Whisper and Moonshine finalise by
 /// agreement): `min_trailing_silence` / `max_utterance` in seconds, `None` for never.
-pub(crate) fn endpoint_options(kwargs: Option<&Bound<'_, PyDict>>) -> Result<EndpointOptions> {
-    let mut e = EndpointOptions::default();
+pub(crate) fn session_options(kwargs: Option<&Bound<'_, PyDict>>) -> Result<SessionOptions> {
+    let mut o = SessionOptions::default();
     if let Some(kwargs) = kwargs {
         for (k, v) in kwargs.iter() {
             let key: String = get("option name", &k, "a str")?;
+            let e = &mut o.endpoint;
             match key.as_str() {
                 "min_trailing_silence" => {
                     e.min_trailing_silence = get(&key, &v, "seconds (float) or None")?
                 }
                 "max_utterance" => e.max_utterance = get(&key, &v, "seconds (float) or None")?,
+                "language" => o.decode.language = get(&key, &v, "a str or None")?,
+                "initial_prompt" => o.decode.initial_prompt = get(&key, &v, "a str or None")?,
+                "hotwords" => o.decode.hotwords = get(&key, &v, "a str or None")?,
                 other => return Err(unknown("session option", other, SESSION_OPTIONS)),
             }
         }
     }
-    e.validate()?;
-    Ok(e)
+    o.endpoint.validate()?;
+    Ok(o)
 }

@@ -225,8 +225,8 @@ def test_loading_errors_are_typed(tmp_path):
     assert set(dicta.errors.__all__) <= set(dicta.__all__)
 
 
-def stream(engine: dicta.Engine, samples: np.ndarray, block: int) -> list:
-    with engine.open_session() as s:
+def stream(engine: dicta.Engine, samples: np.ndarray, block: int, **options) -> list:
+    with engine.open_session(**options) as s:
         events = []
         for i in range(0, len(samples), block):
             events += s.feed(samples[i : i + block])
@@ -248,6 +248,19 @@ def test_streaming_is_the_same_for_any_block_size(engine):
     text = finals(small).lower()
     for phrase in ("fellow americans", "your country", "do for you"):
         assert phrase in text, text
+
+
+def test_sessions_take_their_own_prompt_and_hotwords(engine):
+    samples = dicta.decode_audio(str(JFK))
+    plain = finals(stream(engine, samples, 16000))
+    prompted = finals(stream(engine, samples, 16000, initial_prompt="HELLO. THIS IS ALL IN CAPITALS."))
+    hot = finals(stream(engine, samples, 16000, hotwords="Kennedy, Americans!", language="en"))
+    assert prompted != plain and hot != plain, (plain, prompted, hot)
+    # An English-only model refuses another language; an unknown option is named.
+    with pytest.raises(dicta.InvalidInput, match="English-only"):
+        engine.open_session(language="de")
+    with pytest.raises(dicta.InvalidInput, match="hotword"):
+        engine.open_session(hotword="x")
 
 
 def test_sessions_in_threads_share_the_worker(engine):

@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use dicta_core::{Error, Stats, Transcript};
 use dicta_engine::stream::{Event, EventKind, Session, SessionOptions, StreamConfig};
-use dicta_engine::whisper::{DecodeOptions, Task};
+use dicta_engine::whisper::{DecodeOptions, InputOptions, Task};
 use dicta_engine::{AudioSource, Engine, EngineConfig, Input};
 use dicta_server::{
     Backend, BackendInput, BackendOutput, RequestOptions, ServerConfig, StreamEvent,
@@ -317,26 +317,24 @@ impl Backend for EngineBackend {
     }
 
     fn open_stream(&self, options: StreamOptions) -> dicta_core::Result<Box<dyn StreamSession>> {
-        self.check_stream_options(&options)?;
-        let session = self.engine.open_session(SessionOptions::default())?;
+        let session = self.engine.open_session(session_options(&options))?;
         Ok(Box::new(EngineStream(session)))
     }
 
     fn check_stream_options(&self, options: &StreamOptions) -> dicta_core::Result<()> {
-        if let Some(lang) = &options.language {
-            // Stream sessions decode with the engine's options; a per-session language would
-            // need its own decode options in the shared worker.
-            let engine_lang = self.engine.config().decode.language.as_deref();
-            let english_only = !self.supports_translation();
-            if engine_lang != Some(lang.as_str()) && !(english_only && lang == "en") {
-                return Err(Error::invalid_input(format!(
-                    "language {lang:?} cannot be chosen per stream: streams decode in the \
-                     server's language ({}); start the server with --language {lang} for that",
-                    engine_lang.unwrap_or("detected by the model")
-                )));
-            }
-        }
-        Ok(())
+        self.engine.check_session_options(&session_options(options))
+    }
+}
+
+/// The engine's session options for a stream's: its own language, prompt and hotwords.
+fn session_options(options: &StreamOptions) -> SessionOptions {
+    SessionOptions {
+        decode: InputOptions {
+            language: options.language.clone(),
+            initial_prompt: options.prompt.clone(),
+            hotwords: options.hotwords.clone(),
+        },
+        ..Default::default()
     }
 }
 

@@ -190,6 +190,30 @@ fn websocket_stream_of_a_real_recording_matches_the_offline_transcript() {
     assert_eq!(server.terminate(), 0);
 }
 
+/// Per-stream decoding options over the WebSocket (serve_stream_check.py `--options-check`):
+/// `prompt` and `hotwords`, in the query string or a `config` message, reach the stream's
+/// decodes (each changes the finals of this recording, both ways alike), and a plain stream
+/// after them decodes as before.
+#[test]
+fn websocket_streams_take_their_own_prompt_and_hotwords() {
+    let Some(model) = model_dir() else { return };
+    if !python_has("websockets") {
+        return;
+    }
+    let server = Server::start(&model, &[]);
+    let wav = format!("{DATA}/coqui_tts/LJ001-0001.wav");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/serve_stream_check.py");
+    let url = format!("{}/v1/stream", server.base.replace("http://", "ws://"));
+    let status = Command::new("python3")
+        .arg(script)
+        .args(["--url", &url, "--wav", &wav, "--options-check"])
+        .args(["HELLO. THIS IS ALL IN CAPITALS.", "Printing, Gutenberg"])
+        .status()
+        .unwrap();
+    assert!(status.success(), "WebSocket stream options check failed");
+    assert_eq!(server.terminate(), 0);
+}
+
 /// Admission by capacity on the real model: live streams of a real recording are opened one
 /// every 2 s until the server refuses one because the open streams fell behind real time
 /// (503, well before `max_streams`). Streams that fall behind get `lag` events; ones too far

@@ -113,11 +113,27 @@ def boosting_and_custom_configuration(asr, a, frames, rate):
         code, details, meta = code_of(lambda: asr.offline_recognize(frames, cfg))
         check(code == grpc.StatusCode.INVALID_ARGUMENT and needle in details and meta.get("dicta-error-type") == "invalid_input",
               f"{what} -> {code} {details} {meta}")
-    # Streaming sessions take neither: refused, not ignored.
-    scfg = riva.client.StreamingRecognitionConfig(config=raw_cfg(), interim_results=False)
-    riva.client.add_word_boosting_to_config(scfg, phrases, 20.0)
-    code, details, _ = code_of(lambda: list(asr.streaming_response_generator(audio_chunks=iter([frames[:4410]]), streaming_config=scfg)))
-    check(code == grpc.StatusCode.INVALID_ARGUMENT and "speech_contexts" in details, f"StreamingRecognize with speech_contexts -> {code} {details}")
+    # Streaming sessions take word boosting and their own prompt and hotwords: the boosted
+    # stream differs from the plain one and equals the stream given the same phrases as
+    # custom_configuration's hotwords; options a stream cannot take per session are refused.
+    def streamed(edit):
+        scfg = riva.client.StreamingRecognitionConfig(config=raw_cfg(), interim_results=False)
+        edit(scfg)
+        chunks = [frames[i:i + 4410] for i in range(0, len(frames), 4410)]
+        rs = [r for resp in asr.streaming_response_generator(audio_chunks=iter(chunks), streaming_config=scfg) for r in resp.results]
+        return " ".join(r.alternatives[0].transcript for r in rs if r.is_final)
+
+    plain = streamed(lambda c: None)
+    boosted = streamed(lambda c: riva.client.add_word_boosting_to_config(c, phrases, 20.0))
+    check(boosted != plain, f"StreamingRecognize with speech_contexts differs from without\n{boosted!r}")
+    as_custom = streamed(lambda c: c.config.custom_configuration.update({"hotwords": ", ".join(phrases)}))
+    check(as_custom == boosted, f"stream with custom_configuration hotwords == with speech_contexts\n{as_custom!r}\n{boosted!r}")
+    for what, edit, needle in [
+        ("a negative boost", lambda c: riva.client.add_word_boosting_to_config(c, ["x"], -10.0), "negative boost"),
+        ("beam_size per stream", lambda c: c.config.custom_configuration.update({"beam_size": "2"}), "beam_size"),
+    ]:
+        code, details, _ = code_of(lambda: streamed(edit))
+        check(code == grpc.StatusCode.INVALID_ARGUMENT and needle in details, f"StreamingRecognize with {what} -> {code} {details}")
 
 
 def main():

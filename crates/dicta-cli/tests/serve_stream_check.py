@@ -17,6 +17,13 @@ utterance. Checks:
 - the finals, joined, match `--expect` (the offline transcript of the same file) within
   `--max-word-errors` word edits after normalisation (lower case, no punctuation).
 
+With `--options-check PROMPT HOTWORDS` it checks per-stream decoding options instead: the file is
+streamed as fast as the socket takes it without options, with `?prompt=PROMPT` in the query,
+with the same prompt in a `config` message (acknowledged with it), and with `hotwords` likewise;
+the two ways of giving an option give the same finals, each option changes them, and a stream
+of the plain settings after them gives the plain finals again (options do not leak between
+streams of one server).
+
 Run by crates/dicta-cli/tests/serve_e2e.rs; usable by hand:
     python3 serve_stream_check.py --url ws://127.0.0.1:8000/v1/stream --wav clip.wav \
         --expect "the offline text" --max-word-errors 3
@@ -126,18 +133,69 @@ async def run(args):
     assert edits <= args.max_word_errors, "streamed text is too far from the offline transcript"
 
 
+async def finals_of(url, pcm, rate, api_key, extra=None):
+    """Streams `pcm` in 100 ms frames as fast as the socket takes them (with `extra` fields in
+    the config message); returns the finals joined."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    async with websockets.connect(url, additional_headers=headers, max_size=None) as ws:
+        assert json.loads(await ws.recv())["type"] == "ready"
+        await ws.send(json.dumps({"type": "config", "encoding": "i16_le", "sample_rate": rate, **(extra or {})}))
+        ack = json.loads(await ws.recv())
+        assert ack["type"] == "config", ack
+        for k, v in (extra or {}).items():
+            assert ack.get(k) == v, f"config ack {ack} lacks {k}={v!r}"
+        step = rate // 10 * 2
+        for i in range(0, len(pcm), step):
+            await ws.send(pcm[i : i + step])
+        await ws.send(json.dumps({"type": "end"}))
+        finals = []
+        while True:
+            msg = json.loads(await ws.recv())
+            if msg["type"] == "error":
+                raise AssertionError(f"server error: {msg}")
+            if msg["type"] == "final":
+                finals.append(msg["text"].strip())
+            if msg["type"] == "done":
+                return " ".join(finals)
+
+
+async def options_check(args):
+    with wave.open(args.wav, "rb") as w:
+        assert w.getsampwidth() == 2 and w.getnchannels() == 1, "a mono 16-bit WAV"
+        rate, pcm = w.getframerate(), w.readframes(w.getnframes())
+    prompt, hotwords = args.options_check
+    sep = "&" if "?" in args.url else "?"
+    plain = await finals_of(args.url, pcm, rate, args.api_key)
+    texts = {"plain": plain}
+    for name, value in (("prompt", prompt), ("hotwords", hotwords)):
+        query = f"{args.url}{sep}{urllib.parse.urlencode({name: value})}"
+        by_query = await finals_of(query, pcm, rate, args.api_key)
+        by_config = await finals_of(args.url, pcm, rate, args.api_key, {name: value})
+        print(f"{name}: query {by_query!r}, config {by_config!r}")
+        assert by_query == by_config, f"{name} in the query and in config differ"
+        assert by_query != plain, f"{name} changed nothing: {plain!r}"
+        texts[name] = by_query
+    again = await finals_of(args.url, pcm, rate, args.api_key)
+    assert again == plain, f"a plain stream after the others: {again!r} != {plain!r}"
+    print(f"plain: {plain!r}")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--url", required=True, help="ws://host:port/v1/stream")
     p.add_argument("--wav", required=True, help="a 16-bit WAV file")
-    p.add_argument("--expect", required=True, help="the offline transcript of the same file")
+    p.add_argument("--expect", help="the offline transcript of the same file")
+    p.add_argument("--options-check", nargs=2, metavar=("PROMPT", "HOTWORDS"),
+                   help="check per-stream prompt and hotwords instead (see above)")
     p.add_argument("--max-word-errors", type=int, default=3)
     p.add_argument("--speed", type=float, default=10.0, help="times real time")
     p.add_argument("--api-key")
     p.add_argument("--verbose", action="store_true", help="print every message received")
     args = p.parse_args()
+    if not args.options_check and args.expect is None:
+        p.error("--expect is required (or --options-check)")
     try:
-        asyncio.run(run(args))
+        asyncio.run(options_check(args) if args.options_check else run(args))
     except AssertionError as e:
         print(f"FAILED: {e}", file=sys.stderr)
         sys.exit(1)

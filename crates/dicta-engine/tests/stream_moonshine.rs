@@ -262,7 +262,9 @@ fn sessions_refuse_what_moonshine_cannot_honour() {
             ..Default::default()
         },
     ] {
-        let err = open(bad.clone()).err().expect("refused");
+        let Err(err) = open(bad.clone()) else {
+            panic!("{bad:?} was accepted")
+        };
         assert_eq!(
             err.kind,
             dicta_core::ErrorKind::InvalidInput,

@@ -369,7 +369,9 @@ fn session_options_change_the_stream_and_are_checked() {
         },
         ..Default::default()
     });
-    let err = bad.err().expect("an English-only model refuses German");
+    let Err(err) = bad else {
+        panic!("an English-only model accepted German")
+    };
     assert_eq!(err.kind, dicta_core::ErrorKind::InvalidInput, "{err}");
     assert!(err.message.contains("English-only"), "{err}");
     // The refusal leaves no session counted open.

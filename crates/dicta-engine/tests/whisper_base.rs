@@ -290,3 +290,70 @@ fn human_transcripts() -> std::collections::HashMap<String, String> {
         .filter_map(|r| Some((r["id"].as_str()?.to_owned(), r["text"].as_str()?.to_owned())))
         .collect()
 }
+
+/// Inputs of one call with their own language (a streaming session's,
+/// [`dicta_engine::whisper::InputOptions`]): each is transcribed as a call with that language
+/// alone would, and the others still detect theirs, in the same batch.
+#[test]
+fn inputs_with_their_own_language_decode_as_alone() {
+    use dicta_engine::whisper::InputOptions;
+    let Some(model) = load(ComputeType::Int8) else {
+        return;
+    };
+    let items = reference();
+    let clips = audios(&items);
+    let views: Vec<&[f32]> = clips.iter().map(|a| a.as_slice()).collect();
+    let t = WhisperTranscriber::new(&model).unwrap();
+    let base = opts(Task::Transcribe);
+    // Every other clip is forced into German; the rest detect their language.
+    let inputs: Vec<InputOptions> = (0..views.len())
+        .map(|i| InputOptions {
+            language: (i % 2 == 0).then(|| "de".to_string()),
+            ..Default::default()
+        })
+        .collect();
+    let drafts: Vec<&[u32]> = vec![&[]; views.len()];
+    let together = t
+        .transcribe_with_drafts(&views, &drafts, &inputs, &base, views.len())
+        .unwrap();
+    let mut changed = 0;
+    for (i, (view, input)) in views.iter().zip(&inputs).enumerate() {
+        let alone = t
+            .transcribe(&[view], &input.apply(&base), LongFormMode::Sequential, 1)
+            .unwrap();
+        let (a, b) = (
+            alone.transcripts[0].as_ref().unwrap(),
+            together.transcripts[i].as_ref().unwrap(),
+        );
+        assert_eq!((&a.text, &a.language), (&b.text, &b.language), "clip {i}");
+        if input.language.is_some() {
+            assert_eq!(b.language.as_deref(), Some("de"));
+            assert_eq!(
+                b.language_probability, None,
+                "a given language has no probability"
+            );
+            changed += usize::from(items[i]["language"].as_str() != Some("de"));
+        } else {
+            assert_eq!(
+                b.language.as_deref(),
+                items[i]["language"].as_str(),
+                "clip {i}"
+            );
+        }
+    }
+    assert!(changed > 0, "no clip was moved off its own language");
+    // An unknown language fails its input alone.
+    let bad = [
+        InputOptions {
+            language: Some("xx".into()),
+            ..Default::default()
+        },
+        InputOptions::default(),
+    ];
+    let out = t
+        .transcribe_with_drafts(&views[..2], &drafts[..2], &bad, &base, 2)
+        .unwrap();
+    let e = out.transcripts[0].as_ref().unwrap_err();
+    assert!(e.message.contains("xx"), "{e}");
+    assert!(out.transcripts[1].is_ok());
+}

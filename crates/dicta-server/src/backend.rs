@@ -260,6 +260,10 @@ pub struct StreamOptions {
     /// The resident model the stream uses (`None`: the default; the server picks the backend
     /// by it before calling [`Backend::open_stream`]).
     pub model: Option<String>,
+    /// Text the stream's decodes take as previous context (Whisper's `initial_prompt`).
+    pub prompt: Option<String>,
+    /// Words the stream's decodes are biased towards (Whisper's `hotwords`).
+    pub hotwords: Option<String>,
 }
 
 /// Whether an event's text may still change.

@@ -8,7 +8,8 @@
 //! Settings come from [`EngineConfig::stream`](super::EngineConfig::stream); the worker's model
 //! calls run on `stream.threads` threads, or on `threads` of the engine when that is unset.
 //! Whisper streams decode greedily (one beam, temperature 0 only) with the engine's other
-//! decoding options (language, task, prompt, suppression): every step re-decodes the buffer,
+//! decoding options (language, task, prompt, suppression; a session may set its own language,
+//! prompt and hotwords, [`SessionOptions::decode`]): every step re-decodes the buffer,
 //! so a beam or fallback costs every session on every step. CTC streams use the engine's
 //! decoder (greedy, or beam with the shared LM).
 
@@ -18,7 +19,7 @@ use dicta_core::Result;
 
 use super::{Backend, Engine};
 use crate::stream::{
-    CtcStreamDecoder, Session, SessionOptions, StreamConfig, StreamEngine, WorkerStats,
+    CtcStreamDecoder, Honours, Session, SessionOptions, StreamConfig, StreamEngine, WorkerStats,
 };
 use crate::whisper::DecodeOptions;
 
@@ -30,6 +31,22 @@ impl Engine {
     /// bad options; `Internal` when the worker thread cannot start.
     pub fn open_session(&self, opts: SessionOptions) -> Result<Session> {
         self.stream_engine()?.open_session(opts)
+    }
+
+    /// Checks a session's options as [`Engine::open_session`] would, without starting the
+    /// stream worker or opening anything (a server refuses a bad stream before it upgrades).
+    ///
+    /// Errors: `InvalidInput` naming what the model cannot honour.
+    pub fn check_session_options(&self, opts: &SessionOptions) -> Result<()> {
+        opts.endpoint.validate()?;
+        let honours = match &self.backend {
+            Backend::Whisper(w) => {
+                Honours::Whisper(Box::new(w.config.clone()), self.config.decode.task)
+            }
+            Backend::Moonshine(_) => Honours::Moonshine,
+            Backend::Ctc(_) => Honours::Ctc,
+        };
+        honours.check(&opts.decode)
     }
 
     /// Counters of the stream worker (model calls, batch sizes); `None` before the first

@@ -8,17 +8,15 @@ use dicta_core::{Error, ErrorKind, Result};
 use dicta_decode::Vocabulary;
 use dicta_models::ctc::CtcModel;
 use dicta_models::moonshine::MoonshineModel;
-use dicta_models::whisper::Whisper;
+use dicta_models::whisper::{Whisper, WhisperConfig};
 
 use super::chunker::{Chunk, ChunkGeometry};
 use super::ctc::{ChunkLogProbs, CtcBackend, CtcChunkModel, CtcSession, CtcStreamDecoder};
 use super::moonshine::MoonshineChunkModel;
-use super::whisper::{
-    InputCheck, WhisperBackend, WhisperChunkModel, WhisperGeometry, WhisperSession,
-};
+use super::whisper::{WhisperBackend, WhisperChunkModel, WhisperGeometry, WhisperSession};
 use super::worker::{with_threads, StreamModel, Worker, WorkerConfig, WorkerStats};
 use super::{EndpointOptions, Event};
-use crate::whisper::{check_language_task, DecodeOptions, InputOptions};
+use crate::whisper::{check_language_task, DecodeOptions, InputOptions, Task};
 
 /// Settings of a stream engine.
 #[derive(Debug, Clone, PartialEq)]
@@ -59,6 +57,42 @@ impl Default for StreamConfig {
             moonshine_trim_seconds: 5.0,
             step_divisor: None,
             threads: None,
+        }
+    }
+}
+
+/// Which of a session's [`InputOptions`] a stream model can honour.
+pub enum Honours {
+    /// Whisper: any language of the checkpoint (for the engine's task), prompt, hotwords.
+    Whisper(Box<WhisperConfig>, Task),
+    /// Moonshine: English only, no prompt or hotwords.
+    Moonshine,
+    /// CTC: none of them.
+    Ctc,
+}
+
+impl Honours {
+    /// `InvalidInput` naming what the model cannot do with `o`.
+    pub fn check(&self, o: &InputOptions) -> Result<()> {
+        match self {
+            Honours::Whisper(cfg, task) => check_language_task(cfg, o.language.as_deref(), *task),
+            Honours::Moonshine => {
+                if o.initial_prompt.is_some() || o.hotwords.is_some() {
+                    return Err(Error::invalid_input(
+                        "Moonshine streams take no prompt or hotwords (Whisper models do)",
+                    ));
+                }
+                match o.language.as_deref() {
+                    None | Some("en") => Ok(()),
+                    Some(l) => Err(Error::invalid_input(format!(
+                        "this model is English-only: language must be \"en\" or left out, got {l:?}"
+                    ))),
+                }
+            }
+            Honours::Ctc if !o.is_empty() => Err(Error::invalid_input(
+                "CTC streams take no language, prompt or hotwords (Whisper models do)",
+            )),
+            Honours::Ctc => Ok(()),
         }
     }
 }
@@ -171,10 +205,7 @@ impl StreamEngine {
         if let Some(d) = config.step_divisor {
             geometry.step_divisor = d;
         }
-        let (cfg, task) = (model.config.clone(), opts.task);
-        let accepts: InputCheck = Box::new(move |o: &InputOptions| {
-            check_language_task(&cfg, o.language.as_deref(), task)
-        });
+        let accepts = Honours::Whisper(Box::new(model.config.clone()), opts.task);
         let chunk_model = with_threads(
             Arc::new(WhisperChunkModel::new(model, opts)?),
             config.threads,
@@ -210,23 +241,10 @@ impl StreamEngine {
             config.threads,
         )?;
         let worker = Worker::spawn(chunk_model, config.worker, "dicta-stream-moonshine")?;
-        let accepts: InputCheck = Box::new(|o: &InputOptions| {
-            if o.initial_prompt.is_some() || o.hotwords.is_some() {
-                return Err(Error::invalid_input(
-                    "Moonshine streams take no prompt or hotwords (Whisper models do)",
-                ));
-            }
-            match o.language.as_deref() {
-                None | Some("en") => Ok(()),
-                Some(l) => Err(Error::invalid_input(format!(
-                    "this model is English-only: language must be \"en\" or left out, got {l:?}"
-                ))),
-            }
-        });
         let backend = WhisperBackend {
             worker,
             geometry,
-            accepts,
+            accepts: Honours::Moonshine,
         };
         Ok(Self::with_backend(
             Backend::Whisper(Arc::new(backend)),
@@ -248,13 +266,8 @@ impl StreamEngine {
     pub fn open_session(&self, opts: SessionOptions) -> Result<Session> {
         opts.endpoint.validate()?;
         match &self.backend {
-            Backend::Whisper(b) => (b.accepts)(&opts.decode)?,
-            Backend::Ctc(_) if !opts.decode.is_empty() => {
-                return Err(Error::invalid_input(
-                    "CTC streams take no language, prompt or hotwords (Whisper models do)",
-                ))
-            }
-            Backend::Ctc(_) => {}
+            Backend::Whisper(b) => b.accepts.check(&opts.decode)?,
+            Backend::Ctc(_) => Honours::Ctc.check(&opts.decode)?,
         }
         if self.backend.open_sessions() >= self.max_sessions {
             return Err(Error::new(

@@ -187,15 +187,12 @@ const SILENCE: f32 = 1e-3;
 /// Seconds kept between a pause cut and the estimated end of the confirmed text.
 const PAUSE_MARGIN: f64 = 0.3;
 
-/// Checks a session's [`InputOptions`] against the model when the session opens.
-pub(crate) type InputCheck = Box<dyn Fn(&InputOptions) -> Result<()> + Send + Sync>;
-
 /// What all sessions of one Whisper stream engine share.
 pub(crate) struct WhisperBackend {
     pub worker: Worker<BufferDecode, Transcript>,
     pub geometry: WhisperGeometry,
     /// Which session options the model can honour.
-    pub accepts: InputCheck,
+    pub accepts: super::Honours,
 }
 
 /// Per-session Whisper state.

@@ -9,7 +9,8 @@ use super::pb::nvidia::riva::asr::{
 };
 use super::pb::nvidia::riva::AudioEncoding;
 use crate::audio::AudioFormat;
-use crate::backend::{RequestOptions, StreamEvent, StreamEventKind};
+use crate::backend::{RequestOptions, StreamEvent, StreamEventKind, StreamOptions};
+use crate::pipeline::validate_options;
 
 /// Whether `bytes` start like a file Dicta decodes by its content (WAV, FLAC, OGG, MP3,
 /// MP4/M4A, Matroska/WebM), rather than headerless samples. (An MP3 needs its ID3 tag here.)
@@ -256,6 +257,49 @@ pub(crate) fn request_options(config: &RecognitionConfig) -> Result<RequestOptio
     base.overlaid(fields, "custom_configuration")
 }
 
+/// The options of a `StreamingRecognize` session: its language, the phrases of
+/// `speech_contexts` as `hotwords`, and of `custom_configuration` only what a stream can take
+/// per session (`prompt` or `initial_prompt`, `hotwords`, `language`, which override the
+/// rest); any other key is refused by name (streams decode with the model's streaming
+/// settings), as is a negative boost. `model` is the config's, resolved by the caller.
+pub(crate) fn stream_options(
+    config: &RecognitionConfig,
+    model: Option<String>,
+) -> Result<StreamOptions> {
+    let mut o = StreamOptions {
+        language: language(&config.language_code),
+        model,
+        prompt: None,
+        hotwords: boosted_phrases(&config.speech_contexts)?,
+    };
+    for (key, text) in &config.custom_configuration {
+        let text = text.trim();
+        let value = (!text.is_empty()).then(|| text.to_string());
+        match key.trim() {
+            "prompt" | "initial_prompt" => o.prompt = value,
+            "hotwords" => o.hotwords = value,
+            "language" => o.language = language(text),
+            other => {
+                return Err(Error::invalid_input(format!(
+                    "custom_configuration: {other} cannot be set per stream (StreamingRecognize \
+                     takes prompt, initial_prompt, hotwords and language; streams decode with \
+                     the model's streaming settings); use Recognize for it"
+                )))
+            }
+        }
+    }
+    validate_options(
+        &RequestOptions {
+            language: o.language.clone(),
+            prompt: o.prompt.clone(),
+            hotwords: o.hotwords.clone(),
+            ..RequestOptions::default()
+        },
+        false,
+    )?;
+    Ok(o)
+}
+
 /// `custom_configuration` keys whose values are text, taken as sent (a prompt of "42" stays
 /// text).
 const TEXT_FIELDS: &[&str] = &["language", "prompt", "initial_prompt", "hotwords", "task"];
@@ -465,6 +509,37 @@ mod tests {
                 ..Default::default()
             }
         );
+    }
+
+    #[test]
+    fn streams_take_boosting_prompt_hotwords_and_language_only() {
+        let o = stream_options(
+            &config_with(
+                &[("initial_prompt", " Dr. Quilter "), ("language", "en")],
+                &[(&["Dicta", "MFA"], 10.0)],
+            ),
+            Some("tiny.en".into()),
+        )
+        .unwrap();
+        assert_eq!(o.hotwords.as_deref(), Some("Dicta, MFA"));
+        assert_eq!(o.prompt.as_deref(), Some("Dr. Quilter"));
+        assert_eq!(o.language.as_deref(), Some("en"));
+        assert_eq!(o.model.as_deref(), Some("tiny.en"));
+        // custom_configuration's hotwords override the boosted phrases.
+        let o = stream_options(
+            &config_with(&[("hotwords", "Riva")], &[(&["Dicta"], 1.0)]),
+            None,
+        )
+        .unwrap();
+        assert_eq!(o.hotwords.as_deref(), Some("Riva"));
+        for (custom, contexts, needle) in [
+            (vec![("beam_size", "2")], vec![], "beam_size"),
+            (vec![], vec![(&["x"][..], -1.0)], "negative boost"),
+        ] {
+            let e = stream_options(&config_with(&custom, &contexts), None).unwrap_err();
+            assert_eq!(e.kind, ErrorKind::InvalidInput);
+            assert!(e.message.contains(needle), "{}", e.message);
+        }
     }
 
     #[test]

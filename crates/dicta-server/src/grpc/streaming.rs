@@ -30,7 +30,7 @@ use super::convert::{self, RawCoding};
 use super::pb::nvidia::riva::asr::streaming_recognize_request::StreamingRequest;
 use super::pb::nvidia::riva::asr::{StreamingRecognizeRequest, StreamingRecognizeResponse};
 use super::status;
-use crate::backend::{StreamEvent, StreamEventKind, StreamOptions, StreamSession};
+use crate::backend::{StreamEvent, StreamEventKind, StreamSession};
 use crate::routes::Shared;
 use crate::stream::load::LagTracker;
 use crate::stream::resample::StreamResampler;
@@ -71,14 +71,6 @@ pub(crate) async fn start(
         ));
     };
     let rc = config.config.unwrap_or_default();
-    if !rc.speech_contexts.is_empty() || !rc.custom_configuration.is_empty() {
-        // A streaming session decodes with the model's streaming settings; saying so beats
-        // ignoring the phrases or options a client counts on.
-        return Err(status(Error::invalid_input(
-            "StreamingRecognize takes no speech_contexts or custom_configuration (streaming \
-             sessions use the model's own decoding settings); use Recognize for them",
-        )));
-    }
     let model = Some(rc.model.clone()).filter(|m| !m.is_empty());
     let (_, backend) = state.model(model.as_deref()).map_err(status)?.clone();
     if !backend.supports_streaming() {
@@ -111,11 +103,8 @@ pub(crate) async fn start(
             ),
         ))
     })?;
-    let language = convert::language(&rc.language_code);
-    let options = StreamOptions {
-        language: language.clone(),
-        model,
-    };
+    let options = convert::stream_options(&rc, model).map_err(status)?;
+    let language = options.language.clone();
     let session = tokio::task::spawn_blocking(move || backend.open_stream(options))
         .await
         .map_err(|e| status(Error::internal(format!("opening the session failed: {e}"))))?

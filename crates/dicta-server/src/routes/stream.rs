@@ -24,6 +24,8 @@ pub(crate) struct StreamQuery {
     sample_rate: Option<u32>,
     language: Option<String>,
     model: Option<String>,
+    prompt: Option<String>,
+    hotwords: Option<String>,
     api_key: Option<String>,
 }
 
@@ -54,6 +56,8 @@ pub(crate) async fn stream(
         sample_rate: q.sample_rate,
         language: q.language,
         model: q.model,
+        prompt: q.prompt,
+        hotwords: q.hotwords,
     };
     let settings = StreamSettings::default().with(fields)?;
     let (name, backend) = s.model(settings.options.model.as_deref())?;

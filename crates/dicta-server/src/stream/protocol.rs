@@ -44,6 +44,10 @@ pub(crate) struct ConfigFields {
     pub language: Option<String>,
     /// The resident model, e.g. `"moonshine-tiny"` (default: the server's first).
     pub model: Option<String>,
+    /// Previous-text context for the stream's decodes (Whisper); `""` clears it.
+    pub prompt: Option<String>,
+    /// Words to bias the stream's decodes towards (Whisper); `""` clears them.
+    pub hotwords: Option<String>,
 }
 
 impl StreamSettings {
@@ -70,6 +74,25 @@ impl StreamSettings {
                 false,
             )?;
             next.options.language = lang;
+        }
+        // The same limits as a request's `prompt` and `hotwords`; blank text clears the field.
+        let text = |t: Option<String>| t.map(|t| t.trim().to_string()).filter(|t| !t.is_empty());
+        if fields.prompt.is_some() || fields.hotwords.is_some() {
+            let (prompt, hotwords) = (text(fields.prompt.clone()), text(fields.hotwords.clone()));
+            validate_options(
+                &RequestOptions {
+                    prompt: prompt.clone(),
+                    hotwords: hotwords.clone(),
+                    ..RequestOptions::default()
+                },
+                false,
+            )?;
+            if fields.prompt.is_some() {
+                next.options.prompt = prompt;
+            }
+            if fields.hotwords.is_some() {
+                next.options.hotwords = hotwords;
+            }
         }
         if let Some(model) = fields.model {
             let model = model.trim().to_string();
@@ -124,6 +147,10 @@ pub(crate) enum ServerMessage {
         language: Option<String>,
         #[serde(skip_serializing_if = "Option::is_none")]
         model: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        prompt: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        hotwords: Option<String>,
     },
     /// Every event of the ended utterance has been sent.
     Done,
@@ -161,6 +188,8 @@ impl ServerMessage {
             sample_rate: s.sample_rate,
             language: s.options.language.clone(),
             model: s.options.model.clone(),
+            prompt: s.options.prompt.clone(),
+            hotwords: s.options.hotwords.clone(),
         }
     }
 }
@@ -205,6 +234,32 @@ mod tests {
             let e = ClientMessage::parse(bad).unwrap_err();
             assert_eq!(e.kind, ErrorKind::InvalidInput, "{bad}");
         }
+    }
+
+    #[test]
+    fn prompt_and_hotwords_are_kept_echoed_and_cleared_by_blank_text() {
+        let parse = |text: &str| match ClientMessage::parse(text).unwrap() {
+            ClientMessage::Config(f) => f,
+            m => panic!("{m:?}"),
+        };
+        let s = StreamSettings::default()
+            .with(parse(
+                r#"{"type":"config","prompt":" Dr. Quilter. ","hotwords":"MFA"}"#,
+            ))
+            .unwrap();
+        assert_eq!(s.options.prompt.as_deref(), Some("Dr. Quilter."));
+        assert_eq!(s.options.hotwords.as_deref(), Some("MFA"));
+        let ack = serde_json::to_value(ServerMessage::config(&s)).unwrap();
+        assert_eq!(ack["prompt"], "Dr. Quilter.");
+        assert_eq!(ack["hotwords"], "MFA");
+        // A later config changes only what it names; blank text clears a field.
+        let s = s
+            .with(parse(r#"{"type":"config","hotwords":"  "}"#))
+            .unwrap();
+        assert_eq!(s.options.prompt.as_deref(), Some("Dr. Quilter."));
+        assert_eq!(s.options.hotwords, None);
+        let ack = serde_json::to_value(ServerMessage::config(&s)).unwrap();
+        assert!(ack.get("hotwords").is_none(), "{ack}");
     }
 
     #[test]
