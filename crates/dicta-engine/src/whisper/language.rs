@@ -1,14 +1,14 @@
 //! Which languages and tasks a Whisper checkpoint can honour, and the language of each
 //! recording: given, English, or detected as faster-whisper's `detect_language` does.
 
-use dicta_audio::mel::LogMel;
+use dicta_audio::mel::MelSpectrogram;
 use dicta_core::{Error, Result};
 use dicta_models::whisper::{Whisper, WhisperConfig};
 
 use super::logits::argmax;
 use super::options::{DecodeOptions, InputOptions, Task};
 use super::segments::{FRAMES_PER_SECOND, WINDOW_FRAMES};
-use super::transcriber::{decoder_batch, window, FEATURE_PADDING};
+use super::transcriber::{decoder_batch, window};
 use super::window::{ce, sot_index, WindowDecoder, WindowJob};
 
 /// Per recording: its language (or why none), and the detected language's probability
@@ -52,33 +52,32 @@ pub fn check_language_task(cfg: &WhisperConfig, language: Option<&str>, task: Ta
 /// among them only.
 pub(super) fn languages_of_inputs(
     model: &Whisper,
-    log_mel: &LogMel,
-    audios: &[&[f32]],
+    mels: &[MelSpectrogram],
     inputs: &[InputOptions],
     opts: &DecodeOptions,
     decoder: &WindowDecoder<'_>,
     batch_sizes: &mut Vec<usize>,
 ) -> Result<Languages> {
     let own = |i: usize| inputs.get(i).and_then(|o| o.language.as_deref());
-    let rest: Vec<&[f32]> = (0..audios.len())
+    let rest: Vec<&MelSpectrogram> = (0..mels.len())
         .filter(|&i| own(i).is_none())
-        .map(|i| audios[i])
+        .map(|i| &mels[i])
         .collect();
     let (langs, probs) = if rest.is_empty() {
         check_language_task(&model.config, opts.language.as_deref(), opts.task)?;
         (Vec::new(), Vec::new())
     } else {
-        languages(model, log_mel, &rest, opts, decoder, batch_sizes)?
+        languages(model, &rest, opts, decoder, batch_sizes)?
     };
-    if rest.len() == audios.len() {
+    if rest.len() == mels.len() {
         return Ok((langs, probs));
     }
     let (mut langs, mut probs) = (langs.into_iter(), probs.into_iter());
     let mut out = (
-        Vec::with_capacity(audios.len()),
-        Vec::with_capacity(audios.len()),
+        Vec::with_capacity(mels.len()),
+        Vec::with_capacity(mels.len()),
     );
-    for i in 0..audios.len() {
+    for i in 0..mels.len() {
         match own(i) {
             Some(l) => {
                 out.0.push(
@@ -103,11 +102,11 @@ pub(super) fn languages_of_inputs(
 /// language is above `language_detection_threshold`; when none is, the language most windows
 /// chose (ties: the first chosen) with its highest probability. A probability is the softmax
 /// over the language tokens' logits at `<|startoftranscript|>`. Each encoder batch's size is
-/// pushed to `batch_sizes`.
+/// pushed to `batch_sizes`. `mels`: each recording's features (with faster-whisper's padding),
+/// computed once for detection and the seek loop.
 pub(super) fn languages(
     model: &Whisper,
-    log_mel: &LogMel,
-    audios: &[&[f32]],
+    mels: &[&MelSpectrogram],
     opts: &DecodeOptions,
     decoder: &WindowDecoder<'_>,
     batch_sizes: &mut Vec<usize>,
@@ -119,10 +118,10 @@ pub(super) fn languages(
     let cfg = &model.config;
     check_language_task(cfg, opts.language.as_deref(), opts.task)?;
     if !cfg.is_multilingual {
-        return given(vec![Ok("en".to_string()); audios.len()]);
+        return given(vec![Ok("en".to_string()); mels.len()]);
     }
     if let Some(l) = &opts.language {
-        return given(vec![Ok(l.clone()); audios.len()]);
+        return given(vec![Ok(l.clone()); mels.len()]);
     }
     if cfg.lang_ids.is_empty() {
         // A Hugging Face folder without `lang_to_id` in generation_config.json.
@@ -130,8 +129,8 @@ pub(super) fn languages(
             "multilingual model lists no language tokens (lang_to_id); cannot detect the language",
         ));
     }
-    let mut res = Vec::with_capacity(audios.len());
-    let mut probs = Vec::with_capacity(audios.len());
+    let mut res = Vec::with_capacity(mels.len());
+    let mut probs = Vec::with_capacity(mels.len());
     // With clips, faster-whisper detects from the first clip's start (truncated to a frame),
     // or from the beginning when that is past the recording.
     let clip_start = opts
@@ -139,15 +138,14 @@ pub(super) fn languages(
         .first()
         .map_or(0, |&s| (s * FRAMES_PER_SECOND as f64) as usize);
     let segments = opts.language_detection_segments.max(1);
-    for chunk in audios.chunks(decoder_batch(audios.len())) {
+    for chunk in mels.chunks(decoder_batch(mels.len())) {
         // Per recording, the windows detection reads: every feature frame from its start, the
         // padding's last one included (unlike the seek loop's content frames), up to
         // `segments` windows. Only those windows are kept (a long recording's whole features
         // are hundreds of MB).
         let mut windows: Vec<Vec<Vec<f32>>> = chunk
             .iter()
-            .map(|a| {
-                let mel = log_mel.compute(a, FEATURE_PADDING);
+            .map(|mel| {
                 let from = if clip_start < mel.n_frames.saturating_sub(1) {
                     clip_start
                 } else {

@@ -221,17 +221,24 @@ impl<'m> WhisperTranscriber<'m> {
             drafts,
             options: inputs,
         } = per_input;
+        // Each recording's features, once: language detection reads its first windows, the seek
+        // loop all of them.
+        let started = std::time::Instant::now();
+        let mels: Vec<MelSpectrogram> = audios
+            .iter()
+            .map(|a| self.mel.compute(a, FEATURE_PADDING))
+            .collect();
+        out.features_seconds += started.elapsed().as_secs_f64();
         let (languages, language_probs) = super::language::languages_of_inputs(
             self.model,
-            &self.mel,
-            audios,
+            &mels,
             inputs,
             opts,
             &decoder,
             &mut out.batch_sizes,
         )?;
         let hotwords = self.hotwords(opts)?;
-        for (i, audio) in audios.iter().enumerate() {
+        for (i, (audio, mel)) in audios.iter().zip(mels).enumerate() {
             // An input's own prompt and hotwords (a streaming session's), else the call's.
             let own = inputs
                 .get(i)
@@ -242,9 +249,6 @@ impl<'m> WhisperTranscriber<'m> {
                 Some(o) => self.hotwords(o)?,
                 None => hotwords.clone(),
             };
-            let started = std::time::Instant::now();
-            let mel = self.mel.compute(audio, FEATURE_PADDING);
-            out.features_seconds += started.elapsed().as_secs_f64();
             if audio.is_empty() || mel.n_frames < 2 {
                 results[i] = Some(Err(Error::new(
                     ErrorKind::EmptyInput,
