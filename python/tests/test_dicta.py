@@ -129,7 +129,7 @@ def test_decoding_keywords_are_the_clis_flags(engine):
     mine = engine.transcribe([str(JFK)], word_timestamps=True, hallucination_silence_threshold=2.0)
     theirs = cli("--word-timestamps", "--hallucination-silence-threshold", "2", str(JFK))
     assert without_stats(mine) == without_stats(theirs)
-    with pytest.raises(dicta.InvalidInput, match="needs word_timestamps"):
+    with pytest.raises(dicta.InvalidInput, match="needs word timestamps"):
         engine.transcribe([str(JFK)], hallucination_silence_threshold=2.0)
 
 

@@ -6,6 +6,7 @@
 pub mod cancel;
 pub mod channels;
 pub mod clips;
+pub mod decoding;
 pub mod diarize;
 pub mod error;
 pub mod format;

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Instant;
 
-use dicta_core::{Cancel, Error, ErrorKind, Result, Stats, Transcript};
+use dicta_core::{decoding, Cancel, Error, ErrorKind, Result, Stats, Transcript};
 use tokio::sync::{oneshot, Semaphore};
 
 use crate::audio::{decode_inputs_as, AudioBudget, AudioLimits, RawInput};
@@ -350,34 +350,19 @@ pub(crate) const MAX_BEAM: usize = 16;
 /// Checks faster-whisper's decoding options of a request (ranges, and the bounds that keep one
 /// request from taking the server's memory); the message names the option and its value.
 fn validate_decoding(o: &RequestOptions) -> Result<()> {
-    if let Some(n) = o.language_detection_segments {
-        // Each is a window of encoder work; detection reads no further than the audio.
-        if n == 0 {
-            return Err(Error::invalid_input(
-                "language_detection_segments must be >= 1, got 0",
-            ));
-        }
-    }
-    if let Some(t) = o.language_detection_threshold {
-        if !t.is_finite() {
-            return Err(Error::invalid_input(format!(
-                "language_detection_threshold must be a number, got {t}"
-            )));
-        }
-    }
-    if let Some(t) = o.hallucination_silence_threshold {
-        if !(t.is_finite() && t >= 0.0) {
-            return Err(Error::invalid_input(format!(
-                "hallucination_silence_threshold must be seconds >= 0, got {t}"
-            )));
-        }
-        if !o.word_timestamps {
-            return Err(Error::invalid_input(
-                "hallucination_silence_threshold needs word timestamps (word_timestamps=true, or \
-                 timestamp_granularities[]=word on the OpenAI route)",
-            ));
-        }
-    }
+    // The rules the engine applies too (dicta_core::decoding), refused here before any work.
+    decoding::language_detection(
+        o.language_detection_segments,
+        o.language_detection_threshold,
+    )?;
+    decoding::hallucination_silence(
+        o.hallucination_silence_threshold,
+        o.word_timestamps,
+        "word_timestamps=true, or timestamp_granularities[]=word on the OpenAI route",
+    )?;
+    decoding::clips_without_vad(o.clip_timestamps.is_some(), o.vad_filter)?;
+    decoding::repetition_penalty(o.repetition_penalty)?;
+    decoding::suppress_tokens(o.suppress_tokens.as_deref().unwrap_or_default())?;
     if let Some(c) = &o.clip_timestamps {
         // In time order and apart: overlapping clips would decode the same audio again and
         // again, past what the audio limit allows.
@@ -392,12 +377,6 @@ fn validate_decoding(o: &RequestOptions) -> Result<()> {
                     i + 1
                 )));
             }
-        }
-        if o.vad_filter {
-            return Err(Error::invalid_input(
-                "clip_timestamps and vad_filter cannot be combined: the clips already say which \
-                 audio to transcribe (faster-whisper ignores vad_filter then)",
-            ));
         }
     }
     for (name, v) in [("beam_size", o.beam_size), ("best_of", o.best_of)] {
@@ -431,13 +410,6 @@ fn validate_decoding(o: &RequestOptions) -> Result<()> {
             }
         }
     }
-    if let Some(p) = o.repetition_penalty {
-        if !(p > 0.0 && p.is_finite()) {
-            return Err(Error::invalid_input(format!(
-                "repetition_penalty must be a number > 0, got {p}"
-            )));
-        }
-    }
     if let Some(n) = o.no_repeat_ngram_size {
         if n > 448 {
             return Err(Error::invalid_input(format!(
@@ -456,13 +428,6 @@ fn validate_decoding(o: &RequestOptions) -> Result<()> {
         if !(1..=448).contains(&n) {
             return Err(Error::invalid_input(format!(
                 "max_new_tokens must be in 1..=448, got {n}"
-            )));
-        }
-    }
-    if let Some(ids) = &o.suppress_tokens {
-        if let Some(bad) = ids.iter().find(|&&t| t < -1 || t > i64::from(u32::MAX)) {
-            return Err(Error::invalid_input(format!(
-                "suppress_tokens may hold token ids and -1 only, got {bad}"
             )));
         }
     }

@@ -154,7 +154,7 @@ pub(super) fn languages(
                 let frames = (segments * WINDOW_FRAMES).min(mel.n_frames - from);
                 (0..frames)
                     .step_by(WINDOW_FRAMES)
-                    .map(|o| window(&mel, from + o, WINDOW_FRAMES.min(frames - o)))
+                    .map(|o| window(mel, from + o, WINDOW_FRAMES.min(frames - o)))
                     .collect()
             })
             .collect();

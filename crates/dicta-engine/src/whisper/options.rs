@@ -1,6 +1,6 @@
 //! Decoding options for Whisper, with faster-whisper's defaults.
 
-use dicta_core::{Error, Result};
+use dicta_core::{decoding, Error, Result};
 
 /// What the decoder is asked to produce.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -265,12 +265,7 @@ impl DecodeOptions {
                 self.length_penalty
             )));
         }
-        if !(self.repetition_penalty.is_finite() && self.repetition_penalty > 0.0) {
-            return Err(Error::invalid_input(format!(
-                "repetition_penalty must be > 0, got {}",
-                self.repetition_penalty
-            )));
-        }
+        decoding::repetition_penalty(Some(self.repetition_penalty))?;
         if self.temperatures.is_empty() {
             return Err(Error::invalid_input("temperatures must not be empty"));
         }
@@ -283,12 +278,7 @@ impl DecodeOptions {
                 "temperatures must be finite and >= 0, got {t}"
             )));
         }
-        if self.suppress_tokens.iter().any(|t| *t < -1) {
-            return Err(Error::invalid_input(format!(
-                "suppress_tokens may hold token ids and -1 only, got {:?}",
-                self.suppress_tokens
-            )));
-        }
+        decoding::suppress_tokens(&self.suppress_tokens)?;
         if self.max_initial_timestamp.is_nan() || self.max_initial_timestamp < 0.0 {
             return Err(Error::invalid_input(format!(
                 "max_initial_timestamp must be >= 0, got {}",
@@ -299,37 +289,16 @@ impl DecodeOptions {
             return Err(Error::invalid_input("max_new_tokens must be >= 1, got 0"));
         }
         dicta_core::clips::validate(&self.clip_timestamps)?;
-        if self.language_detection_segments == 0 {
-            return Err(Error::invalid_input(
-                "language_detection_segments must be >= 1, got 0",
-            ));
-        }
-        if !self.language_detection_threshold.is_finite() {
-            return Err(Error::invalid_input(format!(
-                "language_detection_threshold must be a number, got {}",
-                self.language_detection_threshold
-            )));
-        }
-        if let Some(t) = self.hallucination_silence_threshold {
-            if !(t.is_finite() && t >= 0.0) {
-                return Err(Error::invalid_input(format!(
-                    "hallucination_silence_threshold must be seconds >= 0, got {t}"
-                )));
-            }
-            if !self.word_timestamps {
-                // faster-whisper ignores it then; a setting that does nothing is refused.
-                return Err(Error::invalid_input(
-                    "hallucination_silence_threshold needs word_timestamps (it judges words)",
-                ));
-            }
-        }
-        if !self.clip_timestamps.is_empty() && self.vad.is_some() {
-            return Err(Error::invalid_input(
-                "clip_timestamps and vad_filter cannot be combined: the clips already say which \
-                 audio to transcribe (faster-whisper ignores vad_filter then)",
-            ));
-        }
-        Ok(())
+        decoding::language_detection(
+            Some(self.language_detection_segments),
+            Some(self.language_detection_threshold),
+        )?;
+        decoding::hallucination_silence(
+            self.hallucination_silence_threshold,
+            self.word_timestamps,
+            "word_timestamps",
+        )?;
+        decoding::clips_without_vad(!self.clip_timestamps.is_empty(), self.vad.is_some())
     }
 
     /// The clips of [`Self::clip_timestamps`] in mel frames for a recording of
