@@ -67,9 +67,22 @@ pub(crate) const SESSION_OPTIONS: &[&str] = &[
     "min_trailing_silence",
     "max_utterance",
     "language",
+    "task",
     "initial_prompt",
     "hotwords",
 ];
+
+/// `"transcribe"` or `"translate"`.
+fn task(key: &str, v: &Bound<'_, PyAny>) -> Result<Task> {
+    let t: String = get(key, v, "\"transcribe\" or \"translate\"")?;
+    match t.as_str() {
+        "transcribe" => Ok(Task::Transcribe),
+        "translate" => Ok(Task::Translate),
+        other => Err(Error::invalid_input(format!(
+            "task must be \"transcribe\" or \"translate\", got {other:?}"
+        ))),
+    }
+}
 
 /// `v` as a `T`, or an `InvalidInput` naming `key`, what was expected and what was given.
 fn get<'py, T: FromPyObjectOwned<'py>>(key: &str, v: &Bound<'py, PyAny>, what: &str) -> Result<T> {
@@ -162,18 +175,7 @@ pub(crate) fn decode_options(
             "suppress_tokens" => o.suppress_tokens = get(key, v, "a list of ints")?,
             "max_initial_timestamp" => o.max_initial_timestamp = get(key, v, "a float")?,
             "language" => o.language = get(key, v, "a language code (str) or None")?,
-            "task" => {
-                let t: String = get(key, v, "\"transcribe\" or \"translate\"")?;
-                o.task = match t.as_str() {
-                    "transcribe" => Task::Transcribe,
-                    "translate" => Task::Translate,
-                    other => {
-                        return Err(Error::invalid_input(format!(
-                            "task must be \"transcribe\" or \"translate\", got {other:?}"
-                        )))
-                    }
-                }
-            }
+            "task" => o.task = task(key, v)?,
             "max_new_tokens" => o.max_new_tokens = get(key, v, "an int or None")?,
             "final_window" => {
                 let m: String = get(key, v, "\"auto\", \"finish\" or \"seek\"")?;
@@ -254,6 +256,7 @@ pub(crate) fn session_options(kwargs: Option<&Bound<'_, PyDict>>) -> Result<Sess
                 }
                 "max_utterance" => e.max_utterance = get(&key, &v, "seconds (float) or None")?,
                 "language" => o.decode.language = get(&key, &v, "a str or None")?,
+                "task" => o.decode.task = Some(task(&key, &v)?),
                 "initial_prompt" => o.decode.initial_prompt = get(&key, &v, "a str or None")?,
                 "hotwords" => o.decode.hotwords = get(&key, &v, "a str or None")?,
                 other => return Err(unknown("session option", other, SESSION_OPTIONS)),

@@ -259,6 +259,8 @@ def test_sessions_take_their_own_prompt_and_hotwords(engine):
     # An English-only model refuses another language; an unknown option is named.
     with pytest.raises(dicta.InvalidInput, match="English-only"):
         engine.open_session(language="de")
+    with pytest.raises(dicta.InvalidInput, match="translate"):
+        engine.open_session(task="translate")
     with pytest.raises(dicta.InvalidInput, match="hotword"):
         engine.open_session(hotword="x")
 

@@ -210,11 +210,16 @@ impl EngineBackend {
             .then(|| r.vad_parameters.clone().unwrap_or_default());
         o.diarize = r.diarize_options();
         o.channels = r.channels;
-        o.task = match r.task {
-            dicta_server::Task::Transcribe => Task::Transcribe,
-            dicta_server::Task::Translate => Task::Translate,
-        };
+        o.task = engine_task(r.task);
         o
+    }
+}
+
+/// The engine's task for the server's.
+fn engine_task(t: dicta_server::Task) -> Task {
+    match t {
+        dicta_server::Task::Transcribe => Task::Transcribe,
+        dicta_server::Task::Translate => Task::Translate,
     }
 }
 
@@ -326,11 +331,12 @@ impl Backend for EngineBackend {
     }
 }
 
-/// The engine's session options for a stream's: its own language, prompt and hotwords.
+/// The engine's session options for a stream's: its own language, task, prompt and hotwords.
 fn session_options(options: &StreamOptions) -> SessionOptions {
     SessionOptions {
         decode: InputOptions {
             language: options.language.clone(),
+            task: options.task.map(engine_task),
             initial_prompt: options.prompt.clone(),
             hotwords: options.hotwords.clone(),
         },

@@ -207,7 +207,10 @@ fn websocket_streams_take_their_own_prompt_and_hotwords() {
     let status = Command::new("python3")
         .arg(script)
         .args(["--url", &url, "--wav", &wav, "--options-check"])
-        .args(["HELLO. THIS IS ALL IN CAPITALS.", "Printing, Gutenberg"])
+        .args([
+            "prompt=HELLO. THIS IS ALL IN CAPITALS.",
+            "hotwords=Printing, Gutenberg",
+        ])
         .status()
         .unwrap();
     assert!(status.success(), "WebSocket stream options check failed");

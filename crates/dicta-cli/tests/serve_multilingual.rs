@@ -139,6 +139,24 @@ fn openai_sdk_translates_and_reports_the_detected_language() {
         assert_eq!(code, 200, "{v}");
         assert_eq!(v["results"][0]["text"], m["runs"][run]["text"], "{run}");
     }
+    // Streams with their own task and language (`websockets` client, serve_stream_check.py):
+    // the Swedish clip streamed translated, and decoded as German, each differ from the plain
+    // stream, the query string and a `config` message alike.
+    if python_has("websockets") {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/serve_stream_check.py");
+        let url = format!("{}/v1/stream", server.base.replace("http://", "ws://"));
+        let status = Command::new("python3")
+            .arg(script)
+            .args(["--url", &url, "--wav"])
+            .arg(format!("{FIXTURE}/{}", it["wav"].as_str().unwrap()))
+            .args(["--options-check", "task=translate", "language=de"])
+            .status()
+            .unwrap();
+        assert!(
+            status.success(),
+            "per-stream task and language check failed"
+        );
+    }
     assert_eq!(server.terminate(), 0);
 }
 

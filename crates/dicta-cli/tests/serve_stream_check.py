@@ -17,12 +17,12 @@ utterance. Checks:
 - the finals, joined, match `--expect` (the offline transcript of the same file) within
   `--max-word-errors` word edits after normalisation (lower case, no punctuation).
 
-With `--options-check PROMPT HOTWORDS` it checks per-stream decoding options instead: the file is
-streamed as fast as the socket takes it without options, with `?prompt=PROMPT` in the query,
-with the same prompt in a `config` message (acknowledged with it), and with `hotwords` likewise;
-the two ways of giving an option give the same finals, each option changes them, and a stream
-of the plain settings after them gives the plain finals again (options do not leak between
-streams of one server).
+With `--options-check NAME=VALUE …` it checks per-stream decoding options instead (`prompt`,
+`hotwords`, `task`, `language`): the file is streamed as fast as the socket takes it without
+options, then for each option with `?NAME=VALUE` in the query and with it in a `config` message
+(acknowledged with it); the two ways give the same finals, each option changes them, and a
+stream of the plain settings after them gives the plain finals again (options do not leak
+between streams of one server).
 
 Run by crates/dicta-cli/tests/serve_e2e.rs; usable by hand:
     python3 serve_stream_check.py --url ws://127.0.0.1:8000/v1/stream --wav clip.wav \
@@ -163,11 +163,11 @@ async def options_check(args):
     with wave.open(args.wav, "rb") as w:
         assert w.getsampwidth() == 2 and w.getnchannels() == 1, "a mono 16-bit WAV"
         rate, pcm = w.getframerate(), w.readframes(w.getnframes())
-    prompt, hotwords = args.options_check
+    options = [o.split("=", 1) for o in args.options_check]
     sep = "&" if "?" in args.url else "?"
     plain = await finals_of(args.url, pcm, rate, args.api_key)
     texts = {"plain": plain}
-    for name, value in (("prompt", prompt), ("hotwords", hotwords)):
+    for name, value in options:
         query = f"{args.url}{sep}{urllib.parse.urlencode({name: value})}"
         by_query = await finals_of(query, pcm, rate, args.api_key)
         by_config = await finals_of(args.url, pcm, rate, args.api_key, {name: value})
@@ -185,8 +185,8 @@ def main():
     p.add_argument("--url", required=True, help="ws://host:port/v1/stream")
     p.add_argument("--wav", required=True, help="a 16-bit WAV file")
     p.add_argument("--expect", help="the offline transcript of the same file")
-    p.add_argument("--options-check", nargs=2, metavar=("PROMPT", "HOTWORDS"),
-                   help="check per-stream prompt and hotwords instead (see above)")
+    p.add_argument("--options-check", nargs="+", metavar="NAME=VALUE",
+                   help="check per-stream decoding options instead (see above)")
     p.add_argument("--max-word-errors", type=int, default=3)
     p.add_argument("--speed", type=float, default=10.0, help="times real time")
     p.add_argument("--api-key")

@@ -291,7 +291,7 @@ fn session_options_decode_like_offline_alone_or_batched() {
         InputOptions {
             language: Some("en".into()),
             initial_prompt: Some("um, uh, like, you know".into()),
-            hotwords: None,
+            ..Default::default()
         },
     ];
     let m = WhisperChunkModel::new(Arc::clone(&model), DecodeOptions::greedy()).unwrap();
@@ -374,6 +374,17 @@ fn session_options_change_the_stream_and_are_checked() {
     };
     assert_eq!(err.kind, dicta_core::ErrorKind::InvalidInput, "{err}");
     assert!(err.message.contains("English-only"), "{err}");
-    // The refusal leaves no session counted open.
+    let translate = e.open_session(SessionOptions {
+        decode: InputOptions {
+            task: Some(dicta_engine::whisper::Task::Translate),
+            ..Default::default()
+        },
+        ..Default::default()
+    });
+    let Err(err) = translate else {
+        panic!("an English-only model accepted translation")
+    };
+    assert!(err.message.contains("translate"), "{err}");
+    // The refusals leave no session counted open.
     assert_eq!(e.open_sessions(), 0);
 }

@@ -291,9 +291,9 @@ fn human_transcripts() -> std::collections::HashMap<String, String> {
         .collect()
 }
 
-/// Inputs of one call with their own language (a streaming session's,
-/// [`dicta_engine::whisper::InputOptions`]): each is transcribed as a call with that language
-/// alone would, and the others still detect theirs, in the same batch.
+/// Inputs of one call with their own language or task (a streaming session's,
+/// [`dicta_engine::whisper::InputOptions`]): each is transcribed as a call with those options
+/// alone would, and the others still detect their language, in the same batch.
 #[test]
 fn inputs_with_their_own_language_decode_as_alone() {
     use dicta_engine::whisper::InputOptions;
@@ -305,10 +305,12 @@ fn inputs_with_their_own_language_decode_as_alone() {
     let views: Vec<&[f32]> = clips.iter().map(|a| a.as_slice()).collect();
     let t = WhisperTranscriber::new(&model).unwrap();
     let base = opts(Task::Transcribe);
-    // Every other clip is forced into German; the rest detect their language.
+    // Every third clip is forced into German, the next one translated; the rest detect their
+    // language and transcribe.
     let inputs: Vec<InputOptions> = (0..views.len())
         .map(|i| InputOptions {
-            language: (i % 2 == 0).then(|| "de".to_string()),
+            language: (i % 3 == 0).then(|| "de".to_string()),
+            task: (i % 3 == 1).then_some(Task::Translate),
             ..Default::default()
         })
         .collect();
@@ -316,7 +318,7 @@ fn inputs_with_their_own_language_decode_as_alone() {
     let together = t
         .transcribe_with_drafts(&views, &drafts, &inputs, &base, views.len())
         .unwrap();
-    let mut changed = 0;
+    let (mut changed, mut translated) = (0, 0);
     for (i, (view, input)) in views.iter().zip(&inputs).enumerate() {
         let alone = t
             .transcribe(&[view], &input.apply(&base), LongFormMode::Sequential, 1)
@@ -340,8 +342,18 @@ fn inputs_with_their_own_language_decode_as_alone() {
                 "clip {i}"
             );
         }
+        if input.task.is_some() {
+            let plain = t
+                .transcribe(&[view], &base, LongFormMode::Sequential, 1)
+                .unwrap();
+            translated += usize::from(plain.transcripts[0].as_ref().unwrap().text != b.text);
+        }
     }
     assert!(changed > 0, "no clip was moved off its own language");
+    assert!(
+        translated > 0,
+        "no translated clip differs from its transcription"
+    );
     // An unknown language fails its input alone.
     let bad = [
         InputOptions {

@@ -16,6 +16,21 @@ pub enum Task {
     Translate,
 }
 
+impl std::str::FromStr for Task {
+    type Err = Error;
+
+    /// `"transcribe"` or `"translate"` (any case, spaces around ignored).
+    fn from_str(s: &str) -> dicta_core::Result<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "transcribe" => Ok(Task::Transcribe),
+            "translate" => Ok(Task::Translate),
+            _ => Err(Error::invalid_input(format!(
+                "task must be \"transcribe\" or \"translate\", got {s:?}"
+            ))),
+        }
+    }
+}
+
 impl Task {
     /// `"transcribe"` or `"translate"`, as in OpenAI's `verbose_json`.
     pub fn as_str(self) -> &'static str {
@@ -260,6 +275,8 @@ pub struct StreamOptions {
     /// The resident model the stream uses (`None`: the default; the server picks the backend
     /// by it before calling [`Backend::open_stream`]).
     pub model: Option<String>,
+    /// Transcribe or translate (`None`: the server's task, transcription).
+    pub task: Option<Task>,
     /// Text the stream's decodes take as previous context (Whisper's `initial_prompt`).
     pub prompt: Option<String>,
     /// Words the stream's decodes are biased towards (Whisper's `hotwords`).

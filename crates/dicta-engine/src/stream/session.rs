@@ -63,7 +63,8 @@ impl Default for StreamConfig {
 
 /// Which of a session's [`InputOptions`] a stream model can honour.
 pub enum Honours {
-    /// Whisper: any language of the checkpoint (for the engine's task), prompt, hotwords.
+    /// Whisper: any language and task of the checkpoint (the engine's task unless the
+    /// session sets its own), prompt, hotwords.
     Whisper(Box<WhisperConfig>, Task),
     /// Moonshine: English only, no prompt or hotwords.
     Moonshine,
@@ -75,11 +76,18 @@ impl Honours {
     /// `InvalidInput` naming what the model cannot do with `o`.
     pub fn check(&self, o: &InputOptions) -> Result<()> {
         match self {
-            Honours::Whisper(cfg, task) => check_language_task(cfg, o.language.as_deref(), *task),
+            Honours::Whisper(cfg, task) => {
+                check_language_task(cfg, o.language.as_deref(), o.task.unwrap_or(*task))
+            }
             Honours::Moonshine => {
                 if o.initial_prompt.is_some() || o.hotwords.is_some() {
                     return Err(Error::invalid_input(
                         "Moonshine streams take no prompt or hotwords (Whisper models do)",
+                    ));
+                }
+                if o.task == Some(Task::Translate) {
+                    return Err(Error::invalid_input(
+                        "this model is English-only and cannot translate; task must be \"transcribe\"",
                     ));
                 }
                 match o.language.as_deref() {
@@ -90,7 +98,7 @@ impl Honours {
                 }
             }
             Honours::Ctc if !o.is_empty() => Err(Error::invalid_input(
-                "CTC streams take no language, prompt or hotwords (Whisper models do)",
+                "CTC streams take no language, task, prompt or hotwords (Whisper models do)",
             )),
             Honours::Ctc => Ok(()),
         }
@@ -102,8 +110,8 @@ impl Honours {
 pub struct SessionOptions {
     /// CTC endpointing (Whisper finalises by agreement).
     pub endpoint: EndpointOptions,
-    /// The session's own language, initial prompt and hotwords (Whisper; a Moonshine session
-    /// takes only language "en", a CTC session none of them). Its decodes still share the
+    /// The session's own language, task, initial prompt and hotwords (Whisper; a Moonshine
+    /// session takes only language "en" and transcription, a CTC session none of them). Its decodes still share the
     /// worker's batches with every other session.
     pub decode: InputOptions,
 }

@@ -47,9 +47,9 @@ pub fn check_language_task(cfg: &WhisperConfig, language: Option<&str>, task: Ta
 }
 
 /// [`languages`] where inputs may name their own ([`InputOptions::language`], one entry per
-/// input or none): such an input gets its language as given (or its own error when the model
-/// does not know it, which fails that input alone); the others follow `opts`, detection batched
-/// among them only.
+/// input or none): such an input gets its language as given; the others follow `opts`,
+/// detection batched among them only. An input whose model cannot honour its language or its
+/// own task ([`InputOptions::task`]) gets that error, which fails it alone.
 pub(super) fn languages_of_inputs(
     model: &Whisper,
     mels: &[MelSpectrogram],
@@ -59,6 +59,7 @@ pub(super) fn languages_of_inputs(
     batch_sizes: &mut Vec<usize>,
 ) -> Result<Languages> {
     let own = |i: usize| inputs.get(i).and_then(|o| o.language.as_deref());
+    let task = |i: usize| inputs.get(i).and_then(|o| o.task).unwrap_or(opts.task);
     let rest: Vec<&MelSpectrogram> = (0..mels.len())
         .filter(|&i| own(i).is_none())
         .map(|i| &mels[i])
@@ -69,7 +70,7 @@ pub(super) fn languages_of_inputs(
     } else {
         languages(model, &rest, opts, decoder, batch_sizes)?
     };
-    if rest.len() == mels.len() {
+    if inputs.is_empty() {
         return Ok((langs, probs));
     }
     let (mut langs, mut probs) = (langs.into_iter(), probs.into_iter());
@@ -78,20 +79,16 @@ pub(super) fn languages_of_inputs(
         Vec::with_capacity(mels.len()),
     );
     for i in 0..mels.len() {
-        match own(i) {
-            Some(l) => {
-                out.0.push(
-                    check_language_task(&model.config, Some(l), opts.task).map(|()| l.to_string()),
-                );
-                out.1.push(None);
-            }
-            None => {
-                out.0
-                    .push(langs.next().expect("a language per other input"));
-                out.1
-                    .push(probs.next().expect("a probability per other input"));
-            }
-        }
+        let (lang, prob) = match own(i) {
+            Some(l) => (Ok(l.to_string()), None),
+            None => (
+                langs.next().expect("a language per other input"),
+                probs.next().expect("a probability per other input"),
+            ),
+        };
+        let fits = check_language_task(&model.config, own(i), task(i));
+        out.0.push(fits.and(lang));
+        out.1.push(prob);
     }
     Ok(out)
 }

@@ -154,12 +154,14 @@ pub struct DecodeOptions {
 }
 
 /// What one input of a call may set apart from the call's [`DecodeOptions`]: a streaming
-/// session's own language, prompt and hotwords, while its decodes share the stream worker's
-/// batches with other sessions. `None` keeps the call's value.
+/// session's own language, task, prompt and hotwords, while its decodes share the stream
+/// worker's batches with other sessions. `None` keeps the call's value.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct InputOptions {
     /// Language code for this input ([`DecodeOptions::language`]).
     pub language: Option<String>,
+    /// Transcribe or translate this input ([`DecodeOptions::task`]).
+    pub task: Option<Task>,
     /// Previous-text context of this input's first window ([`DecodeOptions::initial_prompt`]).
     pub initial_prompt: Option<String>,
     /// Words to bias this input's windows towards ([`DecodeOptions::hotwords`]).
@@ -169,13 +171,17 @@ pub struct InputOptions {
 impl InputOptions {
     /// Whether nothing is set (the call's options apply unchanged).
     pub fn is_empty(&self) -> bool {
-        self.language.is_none() && self.initial_prompt.is_none() && self.hotwords.is_none()
+        self.language.is_none()
+            && self.task.is_none()
+            && self.initial_prompt.is_none()
+            && self.hotwords.is_none()
     }
 
     /// `opts` with this input's values in place of the call's.
     pub fn apply(&self, opts: &DecodeOptions) -> DecodeOptions {
         DecodeOptions {
             language: self.language.clone().or_else(|| opts.language.clone()),
+            task: self.task.unwrap_or(opts.task),
             initial_prompt: self
                 .initial_prompt
                 .clone()

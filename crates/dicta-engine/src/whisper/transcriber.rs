@@ -264,7 +264,7 @@ impl<'m> WhisperTranscriber<'m> {
                     continue;
                 }
             };
-            let sot_seq = self.sot_sequence(&lang, opts.task)?;
+            let sot_seq = self.sot_sequence(&lang, input_opts.task)?;
             // The batched mode cuts a long recording into lanes; otherwise the recording is one.
             let min_lane = match mode {
                 LongFormMode::Batched => super::lanes::MIN_LANE_FRAMES,

@@ -259,7 +259,7 @@ pub(crate) fn request_options(config: &RecognitionConfig) -> Result<RequestOptio
 
 /// The options of a `StreamingRecognize` session: its language, the phrases of
 /// `speech_contexts` as `hotwords`, and of `custom_configuration` only what a stream can take
-/// per session (`prompt` or `initial_prompt`, `hotwords`, `language`, which override the
+/// per session (`prompt` or `initial_prompt`, `hotwords`, `language`, `task`, which override the
 /// rest); any other key is refused by name (streams decode with the model's streaming
 /// settings), as is a negative boost. `model` is the config's, resolved by the caller.
 pub(crate) fn stream_options(
@@ -269,6 +269,7 @@ pub(crate) fn stream_options(
     let mut o = StreamOptions {
         language: language(&config.language_code),
         model,
+        task: None,
         prompt: None,
         hotwords: boosted_phrases(&config.speech_contexts)?,
     };
@@ -279,11 +280,12 @@ pub(crate) fn stream_options(
             "prompt" | "initial_prompt" => o.prompt = value,
             "hotwords" => o.hotwords = value,
             "language" => o.language = language(text),
+            "task" => o.task = value.map(|t| t.parse()).transpose()?,
             other => {
                 return Err(Error::invalid_input(format!(
                     "custom_configuration: {other} cannot be set per stream (StreamingRecognize \
-                     takes prompt, initial_prompt, hotwords and language; streams decode with \
-                     the model's streaming settings); use Recognize for it"
+                     takes prompt, initial_prompt, hotwords, language and task; streams decode \
+                     with the model's streaming settings); use Recognize for it"
                 )))
             }
         }
@@ -515,7 +517,11 @@ mod tests {
     fn streams_take_boosting_prompt_hotwords_and_language_only() {
         let o = stream_options(
             &config_with(
-                &[("initial_prompt", " Dr. Quilter "), ("language", "en")],
+                &[
+                    ("initial_prompt", " Dr. Quilter "),
+                    ("language", "en"),
+                    ("task", "translate"),
+                ],
                 &[(&["Dicta", "MFA"], 10.0)],
             ),
             Some("tiny.en".into()),
@@ -525,6 +531,7 @@ mod tests {
         assert_eq!(o.prompt.as_deref(), Some("Dr. Quilter"));
         assert_eq!(o.language.as_deref(), Some("en"));
         assert_eq!(o.model.as_deref(), Some("tiny.en"));
+        assert_eq!(o.task, Some(crate::backend::Task::Translate));
         // custom_configuration's hotwords override the boosted phrases.
         let o = stream_options(
             &config_with(&[("hotwords", "Riva")], &[(&["Dicta"], 1.0)]),
@@ -534,6 +541,7 @@ mod tests {
         assert_eq!(o.hotwords.as_deref(), Some("Riva"));
         for (custom, contexts, needle) in [
             (vec![("beam_size", "2")], vec![], "beam_size"),
+            (vec![("task", "transcode")], vec![], "transcode"),
             (vec![], vec![(&["x"][..], -1.0)], "negative boost"),
         ] {
             let e = stream_options(&config_with(&custom, &contexts), None).unwrap_err();

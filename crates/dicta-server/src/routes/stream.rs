@@ -24,6 +24,7 @@ pub(crate) struct StreamQuery {
     sample_rate: Option<u32>,
     language: Option<String>,
     model: Option<String>,
+    task: Option<String>,
     prompt: Option<String>,
     hotwords: Option<String>,
     api_key: Option<String>,
@@ -56,6 +57,7 @@ pub(crate) async fn stream(
         sample_rate: q.sample_rate,
         language: q.language,
         model: q.model,
+        task: q.task,
         prompt: q.prompt,
         hotwords: q.hotwords,
     };

@@ -44,6 +44,8 @@ pub(crate) struct ConfigFields {
     pub language: Option<String>,
     /// The resident model, e.g. `"moonshine-tiny"` (default: the server's first).
     pub model: Option<String>,
+    /// `"transcribe"` or `"translate"` (multilingual Whisper); `""` clears it.
+    pub task: Option<String>,
     /// Previous-text context for the stream's decodes (Whisper); `""` clears it.
     pub prompt: Option<String>,
     /// Words to bias the stream's decodes towards (Whisper); `""` clears them.
@@ -93,6 +95,12 @@ impl StreamSettings {
             if fields.hotwords.is_some() {
                 next.options.hotwords = hotwords;
             }
+        }
+        if let Some(t) = fields.task {
+            next.options.task = match t.trim() {
+                "" => None,
+                t => Some(t.parse()?),
+            };
         }
         if let Some(model) = fields.model {
             let model = model.trim().to_string();
@@ -148,6 +156,8 @@ pub(crate) enum ServerMessage {
         #[serde(skip_serializing_if = "Option::is_none")]
         model: Option<String>,
         #[serde(skip_serializing_if = "Option::is_none")]
+        task: Option<&'static str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
         prompt: Option<String>,
         #[serde(skip_serializing_if = "Option::is_none")]
         hotwords: Option<String>,
@@ -188,6 +198,7 @@ impl ServerMessage {
             sample_rate: s.sample_rate,
             language: s.options.language.clone(),
             model: s.options.model.clone(),
+            task: s.options.task.map(|t| t.as_str()),
             prompt: s.options.prompt.clone(),
             hotwords: s.options.hotwords.clone(),
         }
@@ -254,8 +265,13 @@ mod tests {
         assert_eq!(ack["hotwords"], "MFA");
         // A later config changes only what it names; blank text clears a field.
         let s = s
-            .with(parse(r#"{"type":"config","hotwords":"  "}"#))
+            .with(parse(
+                r#"{"type":"config","hotwords":"  ","task":"Translate"}"#,
+            ))
             .unwrap();
+        assert_eq!(s.options.task, Some(crate::backend::Task::Translate));
+        let e = s.with(parse(r#"{"type":"config","task":"transcode"}"#));
+        assert!(e.unwrap_err().message.contains("transcode"));
         assert_eq!(s.options.prompt.as_deref(), Some("Dr. Quilter."));
         assert_eq!(s.options.hotwords, None);
         let ack = serde_json::to_value(ServerMessage::config(&s)).unwrap();
