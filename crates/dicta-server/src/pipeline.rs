@@ -11,7 +11,7 @@ use dicta_core::{decoding, Cancel, Error, ErrorKind, Result, Stats, Transcript};
 use tokio::sync::{oneshot, Semaphore};
 
 use crate::audio::{decode_inputs_as, AudioBudget, AudioLimits, RawInput};
-use crate::backend::{BackendInput, RequestOptions, Task, Temperature};
+use crate::backend::{BackendInput, RequestOptions, StreamOptions, Task, Temperature};
 use crate::config::ServerConfig;
 use crate::metrics::Metrics;
 use crate::worker::Job;
@@ -432,6 +432,21 @@ fn validate_decoding(o: &RequestOptions) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Checks a stream's own options (`/v1/stream`, `StreamingRecognize`) as a request's are
+/// checked: the language code, the prompt's and hotwords' limits. What the model cannot honour
+/// is the backend's to refuse ([`crate::Backend::check_stream_options`]).
+pub(crate) fn validate_stream_options(o: &StreamOptions) -> Result<()> {
+    validate_options(
+        &RequestOptions {
+            language: o.language.clone(),
+            prompt: o.prompt.clone(),
+            hotwords: o.hotwords.clone(),
+            ..RequestOptions::default()
+        },
+        false,
+    )
 }
 
 /// Checks request options that do not need the model.

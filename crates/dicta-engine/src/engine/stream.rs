@@ -40,9 +40,7 @@ impl Engine {
     pub fn check_session_options(&self, opts: &SessionOptions) -> Result<()> {
         opts.endpoint.validate()?;
         let honours = match &self.backend {
-            Backend::Whisper(w) => {
-                Honours::Whisper(Box::new(w.config.clone()), self.config.decode.task)
-            }
+            Backend::Whisper(w) => Honours::Whisper(Arc::clone(w), self.config.decode.task),
             Backend::Moonshine(_) => Honours::Moonshine,
             Backend::Ctc(_) => Honours::Ctc,
         };

@@ -8,7 +8,7 @@ use dicta_core::{Error, ErrorKind, Result};
 use dicta_decode::Vocabulary;
 use dicta_models::ctc::CtcModel;
 use dicta_models::moonshine::MoonshineModel;
-use dicta_models::whisper::{Whisper, WhisperConfig};
+use dicta_models::whisper::Whisper;
 
 use super::chunker::{Chunk, ChunkGeometry};
 use super::ctc::{ChunkLogProbs, CtcBackend, CtcChunkModel, CtcSession, CtcStreamDecoder};
@@ -16,7 +16,7 @@ use super::moonshine::MoonshineChunkModel;
 use super::whisper::{WhisperBackend, WhisperChunkModel, WhisperGeometry, WhisperSession};
 use super::worker::{with_threads, StreamModel, Worker, WorkerConfig, WorkerStats};
 use super::{EndpointOptions, Event};
-use crate::whisper::{check_language_task, DecodeOptions, InputOptions, Task};
+use crate::whisper::{check_english_only, check_language_task, DecodeOptions, InputOptions, Task};
 
 /// Settings of a stream engine.
 #[derive(Debug, Clone, PartialEq)]
@@ -65,7 +65,7 @@ impl Default for StreamConfig {
 pub enum Honours {
     /// Whisper: any language and task of the checkpoint (the engine's task unless the
     /// session sets its own), prompt, hotwords.
-    Whisper(Box<WhisperConfig>, Task),
+    Whisper(Arc<Whisper>, Task),
     /// Moonshine: English only, no prompt or hotwords.
     Moonshine,
     /// CTC: none of them.
@@ -76,26 +76,18 @@ impl Honours {
     /// `InvalidInput` naming what the model cannot do with `o`.
     pub fn check(&self, o: &InputOptions) -> Result<()> {
         match self {
-            Honours::Whisper(cfg, task) => {
-                check_language_task(cfg, o.language.as_deref(), o.task.unwrap_or(*task))
-            }
+            Honours::Whisper(model, task) => check_language_task(
+                &model.config,
+                o.language.as_deref(),
+                o.task.unwrap_or(*task),
+            ),
             Honours::Moonshine => {
                 if o.initial_prompt.is_some() || o.hotwords.is_some() {
                     return Err(Error::invalid_input(
                         "Moonshine streams take no prompt or hotwords (Whisper models do)",
                     ));
                 }
-                if o.task == Some(Task::Translate) {
-                    return Err(Error::invalid_input(
-                        "this model is English-only and cannot translate; task must be \"transcribe\"",
-                    ));
-                }
-                match o.language.as_deref() {
-                    None | Some("en") => Ok(()),
-                    Some(l) => Err(Error::invalid_input(format!(
-                        "this model is English-only: language must be \"en\" or left out, got {l:?}"
-                    ))),
-                }
+                check_english_only(o.language.as_deref(), o.task.unwrap_or_default())
             }
             Honours::Ctc if !o.is_empty() => Err(Error::invalid_input(
                 "CTC streams take no language, task, prompt or hotwords (Whisper models do)",
@@ -213,7 +205,7 @@ impl StreamEngine {
         if let Some(d) = config.step_divisor {
             geometry.step_divisor = d;
         }
-        let accepts = Honours::Whisper(Box::new(model.config.clone()), opts.task);
+        let accepts = Honours::Whisper(Arc::clone(&model), opts.task);
         let chunk_model = with_threads(
             Arc::new(WhisperChunkModel::new(model, opts)?),
             config.threads,

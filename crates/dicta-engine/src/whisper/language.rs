@@ -20,19 +20,7 @@ pub(super) type Languages = (Vec<Result<String>>, Vec<Option<f32>>);
 /// of their language tokens. The error lists what works.
 pub fn check_language_task(cfg: &WhisperConfig, language: Option<&str>, task: Task) -> Result<()> {
     if !cfg.is_multilingual {
-        // Silently transcribing as English what the caller said is French (or "english")
-        // would hide their mistake: refuse, naming what works.
-        if let Some(l) = language.filter(|l| *l != "en") {
-            return Err(Error::invalid_input(format!(
-                "this model is English-only: language must be \"en\" or left out, got {l:?}"
-            )));
-        }
-        if task == Task::Translate {
-            return Err(Error::invalid_input(
-                "this model is English-only and cannot translate; task must be \"transcribe\" (translation needs a multilingual model)",
-            ));
-        }
-        return Ok(());
+        return check_english_only(language, task);
     }
     if let Some(l) = language {
         if cfg.lang_id(l).is_none() {
@@ -42,6 +30,23 @@ pub fn check_language_task(cfg: &WhisperConfig, language: Option<&str>, task: Ta
                 known.join(", ")
             )));
         }
+    }
+    Ok(())
+}
+
+/// What an English-only model (Whisper `.en`, Moonshine) takes: language `"en"` or none, and
+/// transcription only. Silently transcribing as English what the caller said is French (or
+/// "english") would hide their mistake: refuse, naming what works.
+pub fn check_english_only(language: Option<&str>, task: Task) -> Result<()> {
+    if let Some(l) = language.filter(|l| *l != "en") {
+        return Err(Error::invalid_input(format!(
+            "this model is English-only: language must be \"en\" or left out, got {l:?}"
+        )));
+    }
+    if task == Task::Translate {
+        return Err(Error::invalid_input(
+            "this model is English-only and cannot translate; task must be \"transcribe\" (translation needs a multilingual model)",
+        ));
     }
     Ok(())
 }

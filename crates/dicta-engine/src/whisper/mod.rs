@@ -23,7 +23,7 @@ mod window;
 pub mod words;
 
 pub use final_window::FinalWindow;
-pub use language::check_language_task;
+pub use language::{check_english_only, check_language_task};
 pub use lookup::LOOKUP_DRAFT_TOKENS;
 pub use options::{DecodeOptions, InputOptions, LongFormMode, Task};
 pub use speculative::{Assistant, DEFAULT_DRAFT_TOKENS};

@@ -237,16 +237,17 @@ impl<'m> WhisperTranscriber<'m> {
             &decoder,
             &mut out.batch_sizes,
         )?;
-        let hotwords = self.hotwords(opts)?;
+        let hotwords = self.hotwords(opts.hotwords.as_deref())?;
         for (i, (audio, mel)) in audios.iter().zip(mels).enumerate() {
-            // An input's own prompt and hotwords (a streaming session's), else the call's.
-            let own = inputs
-                .get(i)
-                .filter(|o| !o.is_empty())
-                .map(|o| o.apply(opts));
-            let input_opts = own.as_ref().unwrap_or(opts);
-            let hotwords = match &own {
-                Some(o) => self.hotwords(o)?,
+            // An input's own task, prompt and hotwords (a streaming session's), else the call's:
+            // what `InputOptions::apply` gives, without a copy of the options per input.
+            let own = inputs.get(i);
+            let task = own.and_then(|o| o.task).unwrap_or(opts.task);
+            let initial_prompt = own
+                .and_then(|o| o.initial_prompt.as_deref())
+                .or(opts.initial_prompt.as_deref());
+            let hotwords = match own.and_then(|o| o.hotwords.as_deref()) {
+                Some(h) => self.hotwords(Some(h))?,
                 None => hotwords.clone(),
             };
             if audio.is_empty() || mel.n_frames < 2 {
@@ -264,7 +265,7 @@ impl<'m> WhisperTranscriber<'m> {
                     continue;
                 }
             };
-            let sot_seq = self.sot_sequence(&lang, input_opts.task)?;
+            let sot_seq = self.sot_sequence(&lang, task)?;
             // The batched mode cuts a long recording into lanes; otherwise the recording is one.
             let min_lane = match mode {
                 LongFormMode::Batched => super::lanes::MIN_LANE_FRAMES,
@@ -292,7 +293,7 @@ impl<'m> WhisperTranscriber<'m> {
                     mel: mel.clone(),
                     content_frames: end,
                     seek: start,
-                    all_tokens: self.initial_prompt(input_opts)?,
+                    all_tokens: self.initial_prompt(initial_prompt)?,
                     prompt_reset_since: 0,
                     sot_seq: sot_seq.clone(),
                     hotwords: hotwords.clone(),
@@ -596,8 +597,8 @@ impl<'m> WhisperTranscriber<'m> {
         Ok(vec![sp.sot, lang, task])
     }
 
-    fn initial_prompt(&self, opts: &DecodeOptions) -> Result<Vec<u32>> {
-        match &opts.initial_prompt {
+    fn initial_prompt(&self, prompt: Option<&str>) -> Result<Vec<u32>> {
+        match prompt {
             // Only the last 223 tokens are used: tokenize a tail that surely holds them, so a
             // huge prompt costs no tokenizer time (see `prompt_tail`).
             Some(p) => self.model.tokenizer.encode(&format!(
@@ -610,9 +611,9 @@ impl<'m> WhisperTranscriber<'m> {
 
     /// `DecodeOptions::hotwords` as tokens: `" " + hotwords.trim()`, at most 223 (faster-whisper's
     /// `get_prompt`).
-    fn hotwords(&self, opts: &DecodeOptions) -> Result<std::sync::Arc<[u32]>> {
+    fn hotwords(&self, hotwords: Option<&str>) -> Result<std::sync::Arc<[u32]>> {
         let keep = self.model.config.n_text_ctx / 2 - 1;
-        Ok(match opts.hotwords.as_deref().map(str::trim) {
+        Ok(match hotwords.map(str::trim) {
             Some(h) if !h.is_empty() => {
                 // Only the first 223 tokens are used: tokenize a head that surely holds them.
                 let h = dicta_core::text::prompt_head(h, dicta_core::text::PROMPT_TAIL_BYTES);

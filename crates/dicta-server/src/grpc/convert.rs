@@ -10,7 +10,7 @@ use super::pb::nvidia::riva::asr::{
 use super::pb::nvidia::riva::AudioEncoding;
 use crate::audio::AudioFormat;
 use crate::backend::{RequestOptions, StreamEvent, StreamEventKind, StreamOptions};
-use crate::pipeline::validate_options;
+use crate::pipeline::validate_stream_options;
 
 /// Whether `bytes` start like a file Dicta decodes by its content (WAV, FLAC, OGG, MP3,
 /// MP4/M4A, Matroska/WebM), rather than headerless samples. (An MP3 needs its ID3 tag here.)
@@ -290,15 +290,7 @@ pub(crate) fn stream_options(
             }
         }
     }
-    validate_options(
-        &RequestOptions {
-            language: o.language.clone(),
-            prompt: o.prompt.clone(),
-            hotwords: o.hotwords.clone(),
-            ..RequestOptions::default()
-        },
-        false,
-    )?;
+    validate_stream_options(&o)?;
     Ok(o)
 }
 

@@ -7,8 +7,8 @@ use dicta_audio::SAMPLE_RATE;
 use dicta_core::{Error, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::backend::{RequestOptions, StreamOptions};
-use crate::pipeline::validate_options;
+use crate::backend::StreamOptions;
+use crate::pipeline::validate_stream_options;
 
 /// How the client's binary frames are to be read, and the session options.
 #[derive(Debug, Clone, PartialEq)]
@@ -65,36 +65,16 @@ impl StreamSettings {
             super::resample::StreamResampler::new(rate)?;
             next.sample_rate = rate;
         }
+        // Blank text clears a field; the result is checked as a request's would be, below.
+        let text = |t: String| Some(t.trim().to_string()).filter(|t| !t.is_empty());
         if let Some(lang) = fields.language {
-            let lang = lang.trim().to_ascii_lowercase();
-            let lang = (!lang.is_empty()).then_some(lang);
-            validate_options(
-                &RequestOptions {
-                    language: lang.clone(),
-                    ..RequestOptions::default()
-                },
-                false,
-            )?;
-            next.options.language = lang;
+            next.options.language = text(lang.to_ascii_lowercase());
         }
-        // The same limits as a request's `prompt` and `hotwords`; blank text clears the field.
-        let text = |t: Option<String>| t.map(|t| t.trim().to_string()).filter(|t| !t.is_empty());
-        if fields.prompt.is_some() || fields.hotwords.is_some() {
-            let (prompt, hotwords) = (text(fields.prompt.clone()), text(fields.hotwords.clone()));
-            validate_options(
-                &RequestOptions {
-                    prompt: prompt.clone(),
-                    hotwords: hotwords.clone(),
-                    ..RequestOptions::default()
-                },
-                false,
-            )?;
-            if fields.prompt.is_some() {
-                next.options.prompt = prompt;
-            }
-            if fields.hotwords.is_some() {
-                next.options.hotwords = hotwords;
-            }
+        if let Some(p) = fields.prompt {
+            next.options.prompt = text(p);
+        }
+        if let Some(h) = fields.hotwords {
+            next.options.hotwords = text(h);
         }
         if let Some(t) = fields.task {
             next.options.task = match t.trim() {
@@ -106,6 +86,7 @@ impl StreamSettings {
             let model = model.trim().to_string();
             next.options.model = (!model.is_empty()).then_some(model);
         }
+        validate_stream_options(&next.options)?;
         Ok(next)
     }
 }
