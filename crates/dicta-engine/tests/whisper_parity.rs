@@ -340,6 +340,64 @@ fn clip_timestamps_on_a_long_recording_match_faster_whisper() {
         .all(|s| (3.0..=38.0).contains(&s.start) && s.end <= 38.0 || s.start >= 41.5));
 }
 
+/// `prefix`: every hypothesis of the first window starts with it (after `<|0.00|>` with
+/// timestamps), counted in the length but not the log-probability (the segment's avg_logprob
+/// is compared too); with beam search, where the hotwords leave that window's prompt; and
+/// without timestamps.
+#[test]
+fn prefix_option_matches_faster_whisper() {
+    option_parity(
+        "greedy_prefix",
+        &reference(),
+        "greedy",
+        DecodeOptions {
+            prefix: Some("Well, I think".into()),
+            ..opts(1)
+        },
+        0,
+    );
+    option_parity(
+        "beam5_prefix_hotwords",
+        &reference(),
+        "beam5",
+        DecodeOptions {
+            prefix: Some("So".into()),
+            hotwords: Some("Montreal Forced Aligner, MFA".into()),
+            ..opts(5)
+        },
+        0,
+    );
+    option_parity(
+        "greedy_prefix_notimestamps",
+        &reference(),
+        "greedy_notimestamps",
+        DecodeOptions {
+            prefix: Some("Well, I think".into()),
+            without_timestamps: true,
+            ..opts(1)
+        },
+        0,
+    );
+}
+
+/// `prefix` on the 53 s recording (beam 5, previous text): only the first window is forced,
+/// and the next one takes the forced words as previous text; token for token.
+#[test]
+fn prefix_on_a_long_recording_matches_faster_whisper() {
+    let refs = options_reference();
+    let long = serde_json::json!({ "items": refs["long_items"].clone() });
+    let o = DecodeOptions {
+        prefix: Some("Sonnet one.".into()),
+        condition_on_previous_text: true,
+        ..opts(5)
+    };
+    parity_in(&long, "beam5_prefix_conditioned", o, 0, 100);
+    let text = refs["long_items"][0]["runs"]["beam5_prefix_conditioned"]["text"]
+        .as_str()
+        .unwrap();
+    assert_eq!(text.matches("Sonnet one.").count(), 1, "{text}");
+}
+
 /// The fallback thresholds decide which windows are decoded again at the next temperature:
 /// each segment's temperature is faster-whisper's, and where no fallback happened the tokens
 /// are too (sampled draws differ between the two implementations' generators).

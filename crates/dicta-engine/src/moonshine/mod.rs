@@ -126,6 +126,7 @@ fn decode_batch(
         eot: cfg.eos,
         max_len,
         length_penalty: opts.length_penalty,
+        forced: &[],
     };
     let hyps = if opts.beam_size > 1 {
         beam_search(

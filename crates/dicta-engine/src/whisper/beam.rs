@@ -31,7 +31,8 @@ struct RowState {
 }
 
 /// Beam search on `rows` input rows. `logits` holds the first step's raw logits `[rows, V]`
-/// (one cache row per input row, not yet expanded). Returns the best hypothesis per row.
+/// (one cache row per input row, not yet expanded, after the prompt and the forced tokens).
+/// Returns the best hypothesis per row.
 pub fn beam_search<M: StepModel>(
     model: &mut M,
     mut logits: Vec<f32>,
@@ -40,15 +41,19 @@ pub fn beam_search<M: StepModel>(
     patience: f32,
     params: &SearchParams<'_>,
 ) -> Result<Vec<Hypothesis>> {
+    if let Some(done) = params.forced_only(rows) {
+        return Ok(done);
+    }
     let v = model.vocab_size();
     let num_candidates = 2 * beam_size;
+    let forced = params.forced.len();
     let max_finished = ((beam_size as f32) * patience).round().max(1.0) as usize;
     let early_exit = params.length_penalty == 0.0;
     let mut results: Vec<Option<Hypothesis>> = vec![None; rows];
     let mut states: Vec<RowState> = (0..rows)
         .map(|input| RowState {
             input,
-            seqs: vec![Vec::new()],
+            seqs: vec![params.forced.to_vec()],
             scores: vec![0.0],
             held: vec![false],
             finished: Vec::new(),
@@ -56,10 +61,11 @@ pub fn beam_search<M: StepModel>(
         })
         .collect();
     let mut cands: Vec<Candidate> = Vec::with_capacity(beam_size * num_candidates);
-    for step in 0..params.max_len {
+    // `step`: the hypotheses' length so far.
+    for step in forced..params.max_len {
         let last_step = step + 1 == params.max_len;
         // Cache rows per state at this step: 1 before the first expansion, beam_size after.
-        let width = if step == 0 { 1 } else { beam_size };
+        let width = if step == forced { 1 } else { beam_size };
         // Each row's rules, log-softmax and top candidates (passes over the whole vocabulary)
         // on every thread: run one row at a time they left the other core idle for ≈ 7% of a
         // beam-5 transcription. Per row: its candidates (token, log-probability) and its hold.
@@ -109,6 +115,16 @@ pub fn beam_search<M: StepModel>(
                 })
             };
             cands.resize(num_candidates, pad);
+            if forced > 0 && step == forced {
+                // CTranslate2 after a forced prefix: an end-of-text candidate other than the
+                // best, at the first free step, becomes a hopeless beam (token 0 at -1e10)
+                // rather than a finished hypothesis (its `update_sample_with_prefix`).
+                for c in cands.iter_mut().skip(1) {
+                    if c.token == params.eot {
+                        (c.token, c.score) = (0, -1e10);
+                    }
+                }
+            }
             let mut new_seqs = Vec::with_capacity(beam_size);
             let mut new_scores = Vec::with_capacity(beam_size);
             let mut new_held = Vec::with_capacity(beam_size);
@@ -242,8 +258,18 @@ mod tests {
 
     /// Exhaustive reference: every sequence up to `max_len` tokens; best by normalised score.
     fn brute_force(m: &TableModel, rules: &LogitRules, max_len: usize) -> Hypothesis {
+        brute_force_from(m, rules, max_len, &[])
+    }
+
+    /// [`brute_force`] over the sequences that start with `forced` (log-probability 0).
+    fn brute_force_from(
+        m: &TableModel,
+        rules: &LogitRules,
+        max_len: usize,
+        forced: &[u32],
+    ) -> Hypothesis {
         let mut best: Option<Hypothesis> = None;
-        let mut stack: Vec<(Vec<u32>, f32)> = vec![(Vec::new(), 0.0)];
+        let mut stack: Vec<(Vec<u32>, f32)> = vec![(forced.to_vec(), 0.0)];
         while let Some((seq, sum)) = stack.pop() {
             let mut l = m.logits_for(&seq);
             rules.apply(&mut l, &seq);
@@ -268,6 +294,51 @@ mod tests {
             }
         }
         best.unwrap()
+    }
+
+    /// Forced tokens (faster-whisper's `prefix`) start every hypothesis, count in its length
+    /// and add nothing to its log-probability; the search continues from them; and where they
+    /// fill `max_len` they are the hypothesis.
+    #[test]
+    fn forced_tokens_start_every_hypothesis() {
+        let forced = [2u32, 3];
+        // End-of-text (0) is blank-suppressed at the first free token, as by default.
+        let rules = LogitRules::new(vec![], vec![0], None).with_forced(forced.len());
+        let feed = || {
+            let mut m = TableModel::new(4, 1);
+            for &t in &forced {
+                m.step(&[t]).unwrap();
+            }
+            m
+        };
+        let expect = brute_force_from(&feed(), &rules, 5, &forced);
+        assert_eq!(expect.tokens[..2], forced);
+        let mut m = feed();
+        let f = m.first();
+        let p = SearchParams {
+            forced: &forced,
+            ..params(&rules, 5)
+        };
+        let got = beam_search(&mut m, f, 1, 64, 100.0, &p).unwrap();
+        assert_eq!(got[0].tokens, expect.tokens);
+        assert!((got[0].score - expect.score).abs() < 1e-4);
+        assert!((got[0].sum_logprob - expect.sum_logprob).abs() < 1e-4);
+        let mut m = feed();
+        let f = m.first();
+        let greedy = greedy_search(&mut m, f, 1, &p, Sampler::Argmax).unwrap();
+        assert_eq!(greedy[0].tokens[..2], forced);
+        assert!(greedy[0].tokens.len() > 2);
+        let short = SearchParams {
+            forced: &forced,
+            ..params(&rules, 1)
+        };
+        let mut m = feed();
+        let f = m.first();
+        let got = beam_search(&mut m, f, 1, 5, 1.0, &short).unwrap();
+        assert_eq!(
+            (got[0].tokens.as_slice(), got[0].sum_logprob),
+            (&forced[..1], 0.0)
+        );
     }
 
     #[test]

@@ -62,10 +62,25 @@ pub struct SearchParams<'a> {
     pub rules: &'a LogitRules,
     /// End-of-text token.
     pub eot: u32,
-    /// Maximum number of sampled tokens per row (EOT included).
+    /// Maximum number of tokens per row: forced and sampled, EOT included.
     pub max_len: usize,
     /// Exponent of the length normalisation.
     pub length_penalty: f32,
+    /// Tokens every row's hypothesis starts with, already fed to the model (faster-whisper's
+    /// `prefix`): part of the hypothesis and its length, with log-probability 0 (CTranslate2's
+    /// forced decoding prefix). The rules must be built [`LogitRules::with_forced`] its length.
+    pub forced: &'a [u32],
+}
+
+impl SearchParams<'_> {
+    /// The hypotheses when the forced tokens fill `max_len` (CTranslate2 ends a hypothesis
+    /// inside its prefix there): `rows` copies of them, cut to `max_len`; `None` otherwise.
+    pub(crate) fn forced_only(&self, rows: usize) -> Option<Vec<Hypothesis>> {
+        (self.forced.len() >= self.max_len).then(|| {
+            let tokens = self.forced[..self.max_len].to_vec();
+            vec![Hypothesis::finalize(tokens, 0.0, self.length_penalty); rows]
+        })
+    }
 }
 
 /// How a token is chosen from a row of log-probabilities.
@@ -84,7 +99,7 @@ pub enum Sampler<'a> {
 
 /// Runs greedy search (or sampling) on `rows` rows until each row emits EOT or reaches
 /// `max_len` tokens. `logits` holds the first step's raw logits `[rows, V]` (computed from
-/// the prompt). Returns one hypothesis per row, in row order.
+/// the prompt and the forced tokens). Returns one hypothesis per row, in row order.
 pub fn greedy_search<M: StepModel>(
     model: &mut M,
     mut logits: Vec<f32>,
@@ -92,11 +107,15 @@ pub fn greedy_search<M: StepModel>(
     params: &SearchParams<'_>,
     sampler: Sampler<'_>,
 ) -> Result<Vec<Hypothesis>> {
+    if let Some(done) = params.forced_only(rows) {
+        return Ok(done);
+    }
     let SearchParams {
         rules,
         eot,
         max_len,
         length_penalty,
+        forced,
     } = *params;
     let v = model.vocab_size();
     // Sampling: the inverse temperature and each initial row's generator.
@@ -110,14 +129,15 @@ pub fn greedy_search<M: StepModel>(
     // Per original row; live rows are the cache's rows, in order (rows only ever leave).
     let mut states: Vec<RowState> = (0..rows)
         .map(|_| RowState {
-            seq: Vec::new(),
+            seq: forced.to_vec(),
             sum: 0.0,
             held: false,
             live: true,
             rng: gens.next(),
         })
         .collect();
-    for step in 0..max_len {
+    // `step`: the hypothesis' length so far.
+    for step in forced.len()..max_len {
         let last_step = step + 1 == max_len;
         let mut live: Vec<(usize, &mut RowState)> = states
             .iter_mut()
@@ -302,6 +322,7 @@ pub(crate) mod tests {
             eot: 0,
             max_len,
             length_penalty: 1.0,
+            forced: &[],
         }
     }
 

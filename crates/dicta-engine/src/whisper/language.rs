@@ -174,6 +174,7 @@ pub(super) fn languages(
                 .map(|&r| WindowJob {
                     mel: std::mem::take(&mut windows[r][s]),
                     prompt: vec![cfg.special.sot],
+                    forced: Vec::new(),
                     seed_key: 0,
                     draft: None,
                     final_rest: None,

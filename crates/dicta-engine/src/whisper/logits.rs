@@ -65,6 +65,9 @@ pub struct LogitRules {
     repetition_penalty: f32,
     /// faster-whisper's `no_repeat_ngram_size` (0: none).
     no_repeat_ngram_size: usize,
+    /// Tokens every hypothesis starts with, forced rather than sampled (faster-whisper's
+    /// `prefix`, see [`Self::with_forced`]).
+    forced: usize,
 }
 
 impl LogitRules {
@@ -82,7 +85,18 @@ impl LogitRules {
             finals: Vec::new(),
             repetition_penalty: 1.0,
             no_repeat_ngram_size: 0,
+            forced: 0,
         }
+    }
+
+    /// The same rules for hypotheses whose first `n` tokens are forced (CTranslate2's decoding
+    /// prefix, `sample_begin = n`): blank suppression applies at the first sampled token, the
+    /// timestamp rules only see the sampled tokens and apply none but the `<|notimestamps|>`
+    /// ban at the first of them (no timestamp first), while the repetition rules see every
+    /// token of the hypothesis.
+    pub fn with_forced(mut self, n: usize) -> Self {
+        self.forced = n;
+        self
     }
 
     /// The same rules, with faster-whisper's `repetition_penalty` (each token already sampled
@@ -117,8 +131,9 @@ impl LogitRules {
         self.timestamps.is_some()
     }
 
-    /// Masks (sets to `-inf`) the tokens that may not follow `generated` (the tokens sampled
-    /// so far in this window, without the prompt). `logits` is one row `[V]` of raw logits.
+    /// Masks (sets to `-inf`) the tokens that may not follow `generated` (the hypothesis so
+    /// far: the forced tokens, then those sampled in this window; never the prompt). `logits`
+    /// is one row `[V]` of raw logits.
     pub fn apply(&self, logits: &mut [f32], generated: &[u32]) {
         let step = generated.len();
         if self.repetition_penalty != 1.0 && step > 0 {
@@ -138,13 +153,19 @@ impl LogitRules {
         for &id in &self.suppress {
             mask(logits, id as usize);
         }
-        if step == 0 {
+        if step == self.forced {
             for &id in &self.suppress_at_begin {
                 mask(logits, id as usize);
             }
         }
         if let Some(ts) = &self.timestamps {
-            apply_timestamp_rules(ts, logits, generated);
+            match generated.get(self.forced..) {
+                Some(sampled) if self.forced == 0 || !sampled.is_empty() => {
+                    apply_timestamp_rules(ts, logits, sampled)
+                }
+                // The first sampled token after forced ones.
+                _ => mask(logits, ts.no_timestamps as usize),
+            }
         }
     }
 
@@ -267,6 +288,37 @@ pub(crate) mod tests {
         let mut l = flat();
         rules.apply(&mut l, &[]);
         assert_eq!(allowed(&l), vec![22, 23, 24]);
+    }
+
+    /// After forced tokens (CTranslate2's `sample_begin`): the first free token only loses
+    /// `<|notimestamps|>`, the suppressed ids and the blank ones (no timestamp first); later
+    /// tokens follow the timestamp rules over the free tokens alone, while the n-gram ban
+    /// reads the forced ones too.
+    #[test]
+    fn forced_tokens_move_the_begin_rules_and_hide_from_timestamp_rules() {
+        let rules = LogitRules::new(vec![3], vec![5, 20], Some(TS)).with_forced(2);
+        let mut l = flat();
+        rules.apply(&mut l, &[22, 7]);
+        let want: Vec<usize> = (0..V).filter(|i| ![3, 5, 20, 21].contains(i)).collect();
+        assert_eq!(allowed(&l), want);
+        // One free timestamp (30) after the forced `<|0.00|>` 22: text must follow, as after a
+        // lone opening timestamp (the forced one is not its pair), and no timestamp before 30.
+        let mut l = flat();
+        rules.apply(&mut l, &[22, 7, 30]);
+        let want: Vec<usize> = (0..=20).filter(|&i| i != 3).collect();
+        assert_eq!(allowed(&l), want);
+        // After free text, timestamps are bounded by the last free one only (none here): a
+        // forced 25 does not bound them.
+        let mut l = flat();
+        rules.apply(&mut l, &[25, 7, 8]);
+        assert!(l[22].is_finite());
+        // The n-gram ban sees the forced tokens: 7 8 ... 7 bans 8.
+        let rules = LogitRules::new(vec![], vec![], None)
+            .with_repetition(1.0, 2)
+            .with_forced(2);
+        let mut l = flat();
+        rules.apply(&mut l, &[7, 8, 9, 7]);
+        assert!(l[8] == f32::NEG_INFINITY && l[9].is_finite());
     }
 
     #[test]

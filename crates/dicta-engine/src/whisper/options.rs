@@ -84,6 +84,12 @@ pub struct DecodeOptions {
     /// Words to bias every window towards (names, jargon; faster-whisper's `hotwords`): put in
     /// front of each window's previous text, after `<|startofprev|>` (up to 223 tokens).
     pub hotwords: Option<String>,
+    /// Text every hypothesis of a recording's first window starts with (faster-whisper's
+    /// `prefix`): `" " + prefix.trim()` (up to 223 tokens), after `<|0.00|>` when timestamps
+    /// are on, is forced into the window at seek 0 and is part of its text, tokens and scores
+    /// (the forced tokens count in the length, not in the log-probability, as in
+    /// CTranslate2). That window's prompt then leaves out the `hotwords`. `None` or `""`: none.
+    pub prefix: Option<String>,
     /// Decode without timestamp tokens (one segment per window).
     pub without_timestamps: bool,
     /// Suppress blank/EOT as the first sampled token.
@@ -209,6 +215,7 @@ impl Default for DecodeOptions {
             prompt_reset_on_temperature: 0.5,
             initial_prompt: None,
             hotwords: None,
+            prefix: None,
             without_timestamps: false,
             suppress_blank: true,
             suppress_tokens: vec![-1],

@@ -24,6 +24,8 @@ pub(super) struct SeqState {
     pub(super) sot_seq: Vec<u32>,
     /// `DecodeOptions::hotwords`, tokenized (empty without).
     pub(super) hotwords: std::sync::Arc<[u32]>,
+    /// `DecodeOptions::prefix`, tokenized (empty without): forced on the window at seek 0.
+    pub(super) prefix: std::sync::Arc<[u32]>,
     /// Segments decoded so far.
     pub(super) segments: Vec<Segment>,
     /// Length of the recording (s), reported as finished when the seek loop ends.

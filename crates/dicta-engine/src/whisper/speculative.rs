@@ -475,7 +475,13 @@ pub(crate) fn speculative_greedy<M: SeqModel, D: Drafter>(
         eot,
         max_len,
         length_penalty,
+        forced,
     } = *params;
+    if !forced.is_empty() {
+        return Err(Error::internal(
+            "speculative greedy search takes no forced tokens",
+        ));
+    }
     let v = main.vocab_size();
     let k = drafter.max_draft().max(1);
     let mut seqs: Vec<Vec<u32>> = vec![Vec::new(); rows];

@@ -238,6 +238,7 @@ impl<'m> WhisperTranscriber<'m> {
             &mut out.batch_sizes,
         )?;
         let hotwords = self.hotwords(opts.hotwords.as_deref())?;
+        let prefix = self.prefix(opts.prefix.as_deref())?;
         for (i, (audio, mel)) in audios.iter().zip(mels).enumerate() {
             // An input's own task, prompt and hotwords (a streaming session's), else the call's:
             // what `InputOptions::apply` gives, without a copy of the options per input.
@@ -297,6 +298,7 @@ impl<'m> WhisperTranscriber<'m> {
                     prompt_reset_since: 0,
                     sot_seq: sot_seq.clone(),
                     hotwords: hotwords.clone(),
+                    prefix: prefix.clone(),
                     segments: Vec::new(),
                     duration: audio.len() as f64 / 16000.0,
                     last_speech: start as f64 / FRAMES_PER_SECOND as f64,
@@ -419,14 +421,25 @@ impl<'m> WhisperTranscriber<'m> {
             && st.seek + size >= st.content_frames
             && size + super::final_window::MIN_PADDING_FRAMES <= WINDOW_FRAMES)
             .then(|| std::sync::Arc::new(FinalRest::of(&mel, st.mel.n_mels, size)));
+        // faster-whisper forces the prefix where the seek is 0 (the recording's start, or a
+        // clip starting there), and that window's prompt goes without the hotwords.
+        let forced = if st.seek == 0 && !st.prefix.is_empty() {
+            let ts =
+                (!opts.without_timestamps).then_some(self.model.config.special.timestamp_begin);
+            ts.into_iter().chain(st.prefix.iter().copied()).collect()
+        } else {
+            Vec::new()
+        };
+        let hotwords: &[u32] = if forced.is_empty() { &st.hotwords } else { &[] };
         WindowJob {
             mel,
             prompt: self.prompt(
-                &st.hotwords,
+                hotwords,
                 &st.all_tokens[st.prompt_reset_since..],
                 &st.sot_seq,
                 opts,
             ),
+            forced,
             seed_key: st.seek as u64,
             draft: st.draft.clone(),
             final_rest,
@@ -618,6 +631,22 @@ impl<'m> WhisperTranscriber<'m> {
                 // Only the first 223 tokens are used: tokenize a head that surely holds them.
                 let h = dicta_core::text::prompt_head(h, dicta_core::text::PROMPT_TAIL_BYTES);
                 let mut t = self.model.tokenizer.encode(&format!(" {h}"))?;
+                t.truncate(keep);
+                t.into()
+            }
+            _ => std::sync::Arc::from([]),
+        })
+    }
+
+    /// `DecodeOptions::prefix` as tokens: `" " + prefix.trim()`, at most 223 (faster-whisper's
+    /// `get_prompt`; an empty prefix is none, as there).
+    fn prefix(&self, prefix: Option<&str>) -> Result<std::sync::Arc<[u32]>> {
+        let keep = self.model.config.n_text_ctx / 2 - 1;
+        Ok(match prefix {
+            Some(p) if !p.is_empty() => {
+                let p =
+                    dicta_core::text::prompt_head(p.trim(), dicta_core::text::PROMPT_TAIL_BYTES);
+                let mut t = self.model.tokenizer.encode(&format!(" {p}"))?;
                 t.truncate(keep);
                 t.into()
             }

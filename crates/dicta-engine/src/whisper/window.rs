@@ -27,6 +27,10 @@ pub struct WindowJob {
     /// Full prompt: optional `<|startofprev|>` + previous text, then the SOT sequence
     /// (+ `<|notimestamps|>`).
     pub prompt: Vec<u32>,
+    /// Tokens every hypothesis of the window starts with (faster-whisper's `prefix`, after
+    /// `<|0.00|>` with timestamps): fed after the prompt, then part of the window's text and
+    /// length but not of its log-probability. Empty for none.
+    pub forced: Vec<u32>,
     /// Identifies the window for the sampler's seed (mel frame offset in its recording), so a
     /// window samples the same tokens alone or batched.
     pub seed_key: u64,
@@ -375,27 +379,39 @@ impl WindowDecoder<'_> {
     }
 
     /// The rows of one decoder call share this key: the tokens from `<|startoftranscript|>` on
-    /// (so the no-speech position and the first sampled one line up), the search length, and,
-    /// without left padding, the prompt length itself.
-    fn group_key(&self, job: &WindowJob, left_padding: bool) -> Result<(usize, usize, usize)> {
+    /// (so the no-speech position and the first sampled one line up), the search length, the
+    /// forced tokens (a call forces the same ones on every window it forces), and, without
+    /// left padding, the prompt length itself.
+    fn group_key(
+        &self,
+        job: &WindowJob,
+        left_padding: bool,
+    ) -> Result<(usize, usize, usize, usize)> {
         let len = job.prompt.len();
         let suffix = len - sot_index(&job.prompt, self.model.config.special.sot);
         let exact = if left_padding { 0 } else { len };
-        Ok((suffix, self.max_len(len)?, exact))
+        Ok((
+            suffix,
+            self.max_len(len, job.forced.len())?,
+            job.forced.len(),
+            exact,
+        ))
     }
 
-    /// Tokens a search may sample after a prompt of `prompt_len` tokens (CTranslate2:
-    /// `max_length = min(total / 2, total - start_step)`).
-    fn max_len(&self, prompt_len: usize) -> Result<usize> {
+    /// Tokens a hypothesis may hold (forced ones included) after a prompt of `prompt_len`
+    /// tokens and `forced` forced ones (CTranslate2: `max_length = min(total / 2, total -
+    /// start_step)`, where faster-whisper's `total` counts the forced tokens as prompt).
+    fn max_len(&self, prompt_len: usize, forced: usize) -> Result<usize> {
         let max_total = self.model.config.n_text_ctx;
         let total = match self.opts.max_new_tokens {
-            Some(n) => prompt_len + n,
+            Some(n) => prompt_len + forced + n,
             None => max_total,
         };
         if total > max_total {
             return Err(Error::invalid_input(format!(
-                "the prompt has {prompt_len} tokens and max_new_tokens is {:?}; together they \
-                 exceed the model's {max_total}-token context",
+                "the prompt has {} tokens and max_new_tokens is {:?}; together they exceed \
+                 the model's {max_total}-token context",
+                prompt_len + forced,
                 self.opts.max_new_tokens
             )));
         }
@@ -499,8 +515,10 @@ impl WindowDecoder<'_> {
         let sp = &self.model.config.special;
         let v = self.model.config.n_vocab;
         let rows = jobs.len();
-        let prompt_len = jobs.iter().map(|j| j.prompt.len()).max().unwrap_or(0);
-        let pads: Vec<usize> = jobs.iter().map(|j| prompt_len - j.prompt.len()).collect();
+        // Each row's prompt, then its forced tokens (the same count in every row of a group).
+        let fed = |j: &WindowJob| j.prompt.len() + j.forced.len();
+        let prompt_len = jobs.iter().map(|j| fed(j)).max().unwrap_or(0);
+        let pads: Vec<usize> = jobs.iter().map(|j| prompt_len - fed(j)).collect();
         // The same in every row of the group: its tokens from SOT on line up.
         let sot_at = pads[0] + sot_index(&jobs[0].prompt, sp.sot);
         let mut cache = {
@@ -523,6 +541,7 @@ impl WindowDecoder<'_> {
             .map(|(j, &p)| {
                 let mut row = vec![j.prompt[0]; p];
                 row.extend_from_slice(&j.prompt);
+                row.extend_from_slice(&j.forced);
                 row
             })
             .collect();
@@ -564,7 +583,8 @@ impl WindowDecoder<'_> {
         let sp = &cfg.special;
         let rows = jobs.len();
         let v = cfg.n_vocab;
-        let max_len = self.max_len(jobs[0].prompt.len())?;
+        let forced = &jobs[0].forced;
+        let max_len = self.max_len(jobs[0].prompt.len(), forced.len())?;
         let sampled = temperature > 0.0;
         let n = expand.len() / rows.max(1);
         let no_speech: Vec<f32> = expand
@@ -588,12 +608,16 @@ impl WindowDecoder<'_> {
         };
         let with_timestamps = *jobs[0].prompt.last().unwrap_or(&0) != sp.no_timestamps;
         let finals: Vec<_> = jobs.iter().map(|j| j.final_rest.clone()).collect();
-        let rules = self.rules(with_timestamps).with_finals(finals.clone());
+        let rules = self
+            .rules(with_timestamps)
+            .with_finals(finals.clone())
+            .with_forced(forced.len());
         let params = SearchParams {
             rules: &rules,
             eot: sp.eot,
             max_len,
             length_penalty: self.opts.length_penalty,
+            forced,
         };
         let hyps = if sampled {
             let mut rngs: Vec<StdRng> = jobs
@@ -643,12 +667,13 @@ impl WindowDecoder<'_> {
             )?
         } else if let Some(asst) = self
             .assistant
-            .filter(|a| a.usable_for(cfg, &jobs[0].prompt))
+            .filter(|a| forced.is_empty() && a.usable_for(cfg, &jobs[0].prompt))
         {
             self.assisted(jobs, &mut dec, first, &params, &rules, asst)?
-        } else if jobs
-            .iter()
-            .any(|j| j.draft.as_ref().is_some_and(|d| !d.is_empty()))
+        } else if forced.is_empty()
+            && jobs
+                .iter()
+                .any(|j| j.draft.as_ref().is_some_and(|d| !d.is_empty()))
         {
             let refs = jobs
                 .iter()
