@@ -23,6 +23,7 @@ pub(crate) const DECODE_OPTIONS: &[&str] = &[
     "prompt_reset_on_temperature",
     "initial_prompt",
     "hotwords",
+    "prefix",
     "repetition_penalty",
     "no_repeat_ngram_size",
     "without_timestamps",
@@ -148,6 +149,7 @@ pub(crate) fn decode_options(
             }
             "initial_prompt" => o.initial_prompt = get(key, v, "a str or None")?,
             "hotwords" => o.hotwords = get(key, v, "a str or None")?,
+            "prefix" => o.prefix = get(key, v, "a str or None")?,
             "multilingual" => o.multilingual = get(key, v, "a bool")?,
             "language_detection_threshold" => {
                 o.language_detection_threshold = get(key, v, "a float")?

@@ -117,6 +117,10 @@ def test_decoding_keywords_are_the_clis_flags(engine):
     assert segs and all(0.5 <= s["start"] and (s["end"] <= 3 or s["start"] >= 6) for s in segs), segs
     with pytest.raises(dicta.InvalidInput, match="clip_timestamps"):
         engine.transcribe([str(JFK)], clip_timestamps="1,x")
+    # faster-whisper's prefix: the transcript starts with it, as with the CLI's --prefix.
+    mine = engine.transcribe([str(JFK)], prefix="And so,")
+    assert without_stats(mine) == without_stats(cli("--prefix", "And so,", str(JFK)))
+    assert mine["results"][0]["text"].startswith("And so,"), mine["results"][0]["text"]
     # Language detection options are accepted (tiny.en is English-only: nothing to detect).
     mine = engine.transcribe([str(JFK)], language_detection_segments=2, language_detection_threshold=0.7,
                              multilingual=True)

@@ -66,6 +66,11 @@ pub struct DecodingArgs {
     /// Not `--hotword`, which boosts words of CTC beam search.
     #[arg(long)]
     pub hotwords: Option<String>,
+    /// Whisper: text each recording's transcript starts with, as faster-whisper's `prefix`
+    /// (forced at the start of the first window, after its first timestamp; that window then
+    /// leaves out --hotwords).
+    #[arg(long)]
+    pub prefix: Option<String>,
     /// Seed of the sampler at temperatures above 0 (default 0): the same seed gives the same
     /// draws, batched or alone.
     #[arg(long)]
@@ -163,6 +168,9 @@ impl DecodingArgs {
         if let Some(v) = &self.hotwords {
             o.hotwords = Some(v.clone());
         }
+        if let Some(v) = &self.prefix {
+            o.prefix = Some(v.clone());
+        }
         if let Some(v) = self.seed {
             o.seed = v;
         }
@@ -231,6 +239,8 @@ mod tests {
             "7",
             "--hotwords",
             "Dicta, MFA",
+            "--prefix",
+            "So,",
             "--repetition-penalty",
             "1.5",
             "--no-repeat-ngram-size",
@@ -256,6 +266,7 @@ mod tests {
             append_punctuations: ".".into(),
             seed: 7,
             hotwords: Some("Dicta, MFA".into()),
+            prefix: Some("So,".into()),
             repetition_penalty: 1.5,
             no_repeat_ngram_size: 3,
             language_detection_threshold: 0.8,

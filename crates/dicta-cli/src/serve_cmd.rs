@@ -198,6 +198,7 @@ impl EngineBackend {
             no_speech_threshold,
             max_new_tokens,
             hotwords,
+            prefix,
             hallucination_silence_threshold
         );
         if let Some(c) = &r.clip_timestamps {

@@ -118,6 +118,20 @@ fn decoding_options_agree_across_interfaces_and_bad_values_are_refused() {
                 "1",
             ],
         },
+        // faster-whisper's prefix, which the transcript starts with (with hotwords, which the
+        // forced window leaves out).
+        Case {
+            parameters: json!({"prefix": "Well, printing", "hotwords": "Gutenberg"}),
+            form: &["prefix=Well, printing", "hotwords=Gutenberg"],
+            flags: &[
+                "--prefix",
+                "Well, printing",
+                "--hotwords",
+                "Gutenberg",
+                "--beam-size",
+                "1",
+            ],
+        },
         // faster-whisper's clip_timestamps, as a list in the body and as text in the form.
         Case {
             parameters: json!({"clip_timestamps": [0.5, 3.2, 5]}),
@@ -128,6 +142,9 @@ fn decoding_options_agree_across_interfaces_and_bad_values_are_refused() {
     for (i, case) in cases.iter().enumerate() {
         let want = cli(case.flags);
         assert_ne!(want, default, "case {i}: the options change the transcript");
+        if let Some(prefix) = case.parameters["prefix"].as_str() {
+            assert!(want[0].2.trim_start().starts_with(prefix), "{want:?}");
+        }
         let mut body = json!({"inputs": [{"id": "lj", "audio_base64": audio}]});
         body["parameters"] = case.parameters.clone();
         let (code, json) = server.post_transcribe(&body);

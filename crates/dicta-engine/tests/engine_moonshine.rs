@@ -212,6 +212,13 @@ fn english_only_options_are_refused_per_input() {
             },
             "clip_timestamps",
         ),
+        (
+            DecodeOptions {
+                prefix: Some("So".into()),
+                ..greedy()
+            },
+            "prefix",
+        ),
     ] {
         let err = e
             .transcribe_with(&inputs, &opts)

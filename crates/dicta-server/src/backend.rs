@@ -109,6 +109,9 @@ pub struct RequestOptions {
     pub max_new_tokens: Option<usize>,
     /// Words every window is biased towards (faster-whisper's `hotwords`).
     pub hotwords: Option<String>,
+    /// Text the transcript starts with, forced at the start of the first window
+    /// (faster-whisper's `prefix`); Whisper models only.
+    pub prefix: Option<String>,
     /// Logits of tokens already sampled in the window are divided (multiplied, when negative)
     /// by this.
     pub repetition_penalty: Option<f32>,

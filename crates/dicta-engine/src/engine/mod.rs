@@ -585,6 +585,14 @@ impl Engine {
                      Whisper model",
                 );
             }
+            if opts.prefix.as_deref().is_some_and(|p| !p.is_empty())
+                && !matches!(self.backend, Backend::Whisper(_))
+            {
+                return refuse(
+                    "prefix is a Whisper option (forced at the start of its first window); \
+                     this model is not a Whisper model",
+                );
+            }
             let filter = match (&opts.vad, &self.vad) {
                 (None, _) => None,
                 (Some(o), Some(v)) => Some(SpeechFilter::new(v, o.clone(), inputs.len())),

@@ -76,13 +76,15 @@ impl Engine {
     }
 
     /// The options every Whisper stream decode uses: the engine's, made greedy (and without
-    /// the offline progress callback: sessions report their own events).
+    /// the offline progress callback: sessions report their own events), and without a
+    /// `prefix`: each step decodes a buffer of the stream, which would start with it again.
     pub fn stream_decode_options(&self) -> DecodeOptions {
         DecodeOptions {
             beam_size: 1,
             best_of: 1,
             temperatures: vec![0.0],
             progress: Default::default(),
+            prefix: None,
             ..self.config.decode.clone()
         }
     }

@@ -296,7 +296,14 @@ pub(crate) fn stream_options(
 
 /// `custom_configuration` keys whose values are text, taken as sent (a prompt of "42" stays
 /// text).
-const TEXT_FIELDS: &[&str] = &["language", "prompt", "initial_prompt", "hotwords", "task"];
+const TEXT_FIELDS: &[&str] = &[
+    "language",
+    "prompt",
+    "initial_prompt",
+    "hotwords",
+    "prefix",
+    "task",
+];
 
 /// Riva's word boosting as Whisper's `hotwords`: the phrases of every context, in order,
 /// joined by ", ". Whisper has no weight per phrase: any boost of 0 or more puts its phrases
@@ -475,6 +482,7 @@ mod tests {
                 ("beam_size", "1"),
                 ("temperature", "[0.0, 0.2]"),
                 ("initial_prompt", "42"),
+                ("prefix", "true"),
                 ("vad_filter", "true"),
                 ("no_speech_threshold", "null"),
                 ("language", "de"),
@@ -490,6 +498,7 @@ mod tests {
         );
         // Text fields stay text; `initial_prompt` is `prompt`.
         assert_eq!(o.prompt.as_deref(), Some("42"));
+        assert_eq!(o.prefix.as_deref(), Some("true"));
         assert!(o.vad_filter);
         assert_eq!(o.no_speech_threshold, None);
         // The custom entry overrides the config's own field.

@@ -65,6 +65,8 @@ struct Form {
     channels: Option<String>,
     /// faster-whisper's `hotwords` (plain text).
     hotwords: Option<String>,
+    /// faster-whisper's `prefix` (plain text).
+    prefix: Option<String>,
     /// faster-whisper's decoding options ([`DECODING_FIELDS`]: what the OpenAI SDK sends for
     /// `extra_body={"beam_size": 1, …}`), name and text as sent.
     decoding: Vec<(String, String)>,
@@ -184,6 +186,8 @@ async fn read_form(mut mp: Multipart) -> std::result::Result<Form, MultipartErro
             "prompt" => form.prompt = Some(tail_text(field, PROMPT_TAIL_BYTES).await?),
             // Whisper keeps the first 223 tokens of the hotwords: the head that holds them.
             "hotwords" => form.hotwords = Some(head_text(field, PROMPT_TAIL_BYTES).await?),
+            // The same for the prefix's first 223 tokens.
+            "prefix" => form.prefix = Some(head_text(field, PROMPT_TAIL_BYTES).await?),
             "response_format" => form.response_format = Some(small_text(field).await?),
             "temperature" => form.temperature = Some(small_text(field).await?),
             "timestamp_granularities[]" | "timestamp_granularities" => {
@@ -366,6 +370,7 @@ fn parse(form: Form, task: Task) -> Result<Parsed> {
     };
     let mut options = with_decoding(options, &form.decoding)?;
     options.hotwords = non_empty(form.hotwords);
+    options.prefix = non_empty(form.prefix);
     Ok(Parsed {
         input: RawInput {
             id: file_name,
