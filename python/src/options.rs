@@ -76,13 +76,7 @@ pub(crate) const SESSION_OPTIONS: &[&str] = &[
 /// `"transcribe"` or `"translate"`.
 fn task(key: &str, v: &Bound<'_, PyAny>) -> Result<Task> {
     let t: String = get(key, v, "\"transcribe\" or \"translate\"")?;
-    match t.as_str() {
-        "transcribe" => Ok(Task::Transcribe),
-        "translate" => Ok(Task::Translate),
-        other => Err(Error::invalid_input(format!(
-            "task must be \"transcribe\" or \"translate\", got {other:?}"
-        ))),
-    }
+    Task::parse(&t)
 }
 
 /// `v` as a `T`, or an `InvalidInput` naming `key`, what was expected and what was given.

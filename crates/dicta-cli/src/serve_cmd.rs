@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use dicta_core::{Error, Stats, Transcript};
 use dicta_engine::stream::{Event, EventKind, Session, SessionOptions, StreamConfig};
-use dicta_engine::whisper::{DecodeOptions, InputOptions, Task};
+use dicta_engine::whisper::{DecodeOptions, InputOptions};
 use dicta_engine::{AudioSource, Engine, EngineConfig, Input};
 use dicta_server::{
     Backend, BackendInput, BackendOutput, RequestOptions, ServerConfig, StreamEvent,
@@ -211,16 +211,8 @@ impl EngineBackend {
             .then(|| r.vad_parameters.clone().unwrap_or_default());
         o.diarize = r.diarize_options();
         o.channels = r.channels;
-        o.task = engine_task(r.task);
+        o.task = r.task;
         o
-    }
-}
-
-/// The engine's task for the server's.
-fn engine_task(t: dicta_server::Task) -> Task {
-    match t {
-        dicta_server::Task::Transcribe => Task::Transcribe,
-        dicta_server::Task::Translate => Task::Translate,
     }
 }
 
@@ -337,7 +329,7 @@ fn session_options(options: &StreamOptions) -> SessionOptions {
     SessionOptions {
         decode: InputOptions {
             language: options.language.clone(),
-            task: options.task.map(engine_task),
+            task: options.task,
             initial_prompt: options.prompt.clone(),
             hotwords: options.hotwords.clone(),
         },

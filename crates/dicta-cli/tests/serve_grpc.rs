@@ -1,6 +1,7 @@
 //! `dicta serve --grpc-port 0`: NVIDIA's own Riva client (PyPI `nvidia-riva-client`) against the
 //! real binary (serve_grpc_check.py): Recognize of WAV files, raw PCM at 22.05 kHz, stereo,
-//! μ-law and A-law give the CLI's texts, and so do word boosting (`speech_contexts`, as
+//! μ-law and A-law give the CLI's texts, and so do each channel of a stereo recording recognized
+//! apart (`enable_separate_recognition_per_channel`, as `--channels split`), word boosting (`speech_contexts`, as
 //! `--hotwords`) and `custom_configuration` (as the CLI's decoding flags); StreamingRecognize gives interim results and
 //! finals close to them, with word offsets; health, config, API key, error codes and the stream
 //! limit. `.ci/run` installs the client and sets DICTA_REQUIRE_CLIENTS, so there a missing
@@ -61,6 +62,32 @@ fn the_riva_client_works_against_the_grpc_port() {
     let expect_custom = cli_text(&wav22, &["--max-new-tokens", "5"]);
     assert_ne!(expect_hot, expect22, "the phrases must change the text");
     assert_ne!(expect_custom, expect22, "the options must change the text");
+    // A different utterance on each channel: the CLI's text of each channel, split.
+    let stereo = format!("{DATA}/faster_whisper/stereo_diarization.wav");
+    let channel_text = |channel: u64| {
+        let model = model.to_string_lossy();
+        let v = dicta_json(&[
+            "transcribe",
+            "--quiet",
+            "--beam-size",
+            "1",
+            "--channels",
+            "split",
+            "--model",
+            &model,
+            &stereo,
+        ]);
+        let texts: Vec<String> = v["results"][0]["segments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["channel"].as_u64() == Some(channel))
+            .map(|s| s["text"].as_str().unwrap().trim().to_string())
+            .collect();
+        texts.join(" ")
+    };
+    let (left, right) = (channel_text(0), channel_text(1));
+    assert!(!left.is_empty() && !right.is_empty() && left != right);
     // Models are named as `--model` gave them (here the folder).
     let name = model.to_string_lossy().into_owned();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/serve_grpc_check.py");
@@ -72,6 +99,8 @@ fn the_riva_client_works_against_the_grpc_port() {
         .args(["--phrases", phrases, "--expect-hot", &expect_hot])
         .args(["--custom", "beam_size:1,max_new_tokens:5"])
         .args(["--expect-custom", &expect_custom])
+        .args(["--stereo", &stereo, "--expect-left", &left])
+        .args(["--expect-right", &right])
         .status()
         .unwrap();
     assert!(status.success(), "Riva client check failed");

@@ -81,6 +81,41 @@ def g711_and_stereo(asr, a, frames, rate, text):
         check(word_errors(a.expect16, t) <= 3, f"Recognize({name} 8 kHz) ≈ HTTP text\n{t!r}")
 
 
+def separate_channels(asr, a):
+    """enable_separate_recognition_per_channel: each channel of a stereo recording (a different
+    utterance on each) recognized on its own, from the WAV file's bytes and from its raw
+    interleaved frames, results tagged 1 and 2 with the CLI's `--channels split` texts; without it
+    one mixed result set on channel 1; a stream refuses it."""
+    with wave.open(a.stereo, "rb") as w:
+        rate, n, frames = w.getframerate(), w.getnchannels(), w.readframes(w.getnframes())
+    with open(a.stereo, "rb") as f:
+        data = f.read()
+
+    def per_channel(resp):
+        out = {}
+        for r in resp.results:
+            out.setdefault(r.channel_tag, []).append(r.alternatives[0].transcript)
+        return {k: " ".join(v) for k, v in out.items()}
+
+    want = {1: a.expect_left, 2: a.expect_right}
+    cfg = riva.client.RecognitionConfig(language_code="en-US", enable_separate_recognition_per_channel=True)
+    got = per_channel(asr.offline_recognize(data, cfg))
+    check(got == want, f"Recognize(stereo WAV file) per channel == the CLI's --channels split\n{got!r}\n{want!r}")
+    raw = riva.client.RecognitionConfig(encoding=riva.client.AudioEncoding.LINEAR_PCM, sample_rate_hertz=rate,
+                                        audio_channel_count=n, language_code="en-US",
+                                        enable_separate_recognition_per_channel=True)
+    got = per_channel(asr.offline_recognize(frames, raw))
+    check(got == want, f"Recognize(raw interleaved stereo) per channel == the CLI's --channels split\n{got!r}")
+    raw.enable_separate_recognition_per_channel = False
+    mixed = per_channel(asr.offline_recognize(frames, raw))
+    check(list(mixed) == [1], f"without it, one mixed channel: {mixed!r}")
+    raw.enable_separate_recognition_per_channel = True
+    scfg = riva.client.StreamingRecognitionConfig(config=raw, interim_results=False)
+    code, details, _ = code_of(lambda: list(asr.streaming_response_generator(audio_chunks=iter([frames[:6400]]), streaming_config=scfg)))
+    check(code == grpc.StatusCode.INVALID_ARGUMENT and "enable_separate_recognition_per_channel" in details,
+          f"StreamingRecognize per channel -> {code} {details}")
+
+
 def boosting_and_custom_configuration(asr, a, frames, rate):
     """Word boosting and custom_configuration, set with the Riva client's own helpers, give the
     CLI's texts for --hotwords and the same decoding flags; bad ones are refused by name."""
@@ -149,6 +184,9 @@ def main():
     ap.add_argument("--expect-hot", required=True, help="the CLI's text for --wav22 with --hotwords PHRASES")
     ap.add_argument("--custom", required=True, help="custom_configuration as the Riva client's key:value,…")
     ap.add_argument("--expect-custom", required=True, help="the CLI's text for --wav22 with the same options")
+    ap.add_argument("--stereo", required=True, help="a 16-bit stereo WAV, a different utterance on each channel")
+    ap.add_argument("--expect-left", required=True, help="the CLI's text of its first channel (--channels split)")
+    ap.add_argument("--expect-right", required=True, help="the CLI's text of its second channel")
     a = ap.parse_args()
 
     auth = riva.client.Auth(uri=a.uri, metadata_args=[["authorization", f"Bearer {a.key}"]])
@@ -205,6 +243,7 @@ def main():
     check(word_errors(a.expect22, text) == 0, f"Recognize(raw 22.05 kHz PCM) == the CLI's text\n{text!r}\n{a.expect22!r}")
 
     boosting_and_custom_configuration(asr, a, frames, rate)
+    separate_channels(asr, a)
 
     if audioop is None:
         print("note: no audioop (Python >= 3.13): stereo and G.711 checks skipped")

@@ -316,7 +316,13 @@ fn inputs_with_their_own_language_decode_as_alone() {
         .collect();
     let drafts: Vec<&[u32]> = vec![&[]; views.len()];
     let together = t
-        .transcribe_with_drafts(&views, &drafts, &inputs, &base, views.len())
+        .transcribe_with_drafts(
+            &views,
+            &drafts,
+            &inputs.iter().collect::<Vec<_>>(),
+            &base,
+            views.len(),
+        )
         .unwrap();
     let (mut changed, mut translated) = (0, 0);
     for (i, (view, input)) in views.iter().zip(&inputs).enumerate() {
@@ -363,7 +369,7 @@ fn inputs_with_their_own_language_decode_as_alone() {
         InputOptions::default(),
     ];
     let out = t
-        .transcribe_with_drafts(&views[..2], &drafts[..2], &bad, &base, 2)
+        .transcribe_with_drafts(&views[..2], &drafts[..2], &[&bad[0], &bad[1]], &base, 2)
         .unwrap();
     let e = out.transcripts[0].as_ref().unwrap_err();
     assert!(e.message.contains("xx"), "{e}");

@@ -5,41 +5,8 @@
 
 use dicta_core::{Error, Stats, Transcript, Word};
 
-/// What the caller asked the model to do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Task {
-    /// Transcribe in the spoken language.
-    #[default]
-    Transcribe,
-    /// Translate into English (multilingual Whisper models only).
-    Translate,
-}
-
-impl std::str::FromStr for Task {
-    type Err = Error;
-
-    /// `"transcribe"` or `"translate"` (any case, spaces around ignored).
-    fn from_str(s: &str) -> dicta_core::Result<Self> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "transcribe" => Ok(Task::Transcribe),
-            "translate" => Ok(Task::Translate),
-            _ => Err(Error::invalid_input(format!(
-                "task must be \"transcribe\" or \"translate\", got {s:?}"
-            ))),
-        }
-    }
-}
-
-impl Task {
-    /// `"transcribe"` or `"translate"`, as in OpenAI's `verbose_json`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Task::Transcribe => "transcribe",
-            Task::Translate => "translate",
-        }
-    }
-}
+/// What the caller asked the model to do (the engine's own type: one parser everywhere).
+pub use dicta_core::Task;
 
 /// Per-request decoding options, shared by every input of a request.
 #[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]

@@ -174,6 +174,13 @@ impl Pipeline {
             self.models.iter().map(|m| m.name.as_str()),
             req.model.as_deref(),
         )?;
+        // Clips given as text are parsed once, here; the checks, the audio limit and the
+        // backend then read the numbers.
+        if let Some(c) = req.options.clip_timestamps.as_mut() {
+            if let dicta_core::ClipTimestamps::Text(_) = c {
+                *c = dicta_core::ClipTimestamps::List(c.seconds()?);
+            }
+        }
         self.validate(&req, self.models[m].translation)?;
         check_language(
             req.options.language.as_deref(),

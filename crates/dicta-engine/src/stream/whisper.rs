@@ -64,10 +64,10 @@ impl StreamModel for WhisperChunkModel {
         };
         let audios: Vec<&[f32]> = requests.iter().map(|r| r.audio.as_slice()).collect();
         let drafts: Vec<&[u32]> = requests.iter().map(|r| r.draft.as_slice()).collect();
-        let inputs: Vec<InputOptions> = if requests.iter().all(|r| r.options.is_empty()) {
+        let inputs: Vec<&InputOptions> = if requests.iter().all(|r| r.options.is_empty()) {
             Vec::new()
         } else {
-            requests.iter().map(|r| (*r.options).clone()).collect()
+            requests.iter().map(|r| &*r.options).collect()
         };
         match transcriber.transcribe_with_drafts(
             &audios,

@@ -58,7 +58,7 @@ pub fn check_english_only(language: Option<&str>, task: Task) -> Result<()> {
 pub(super) fn languages_of_inputs(
     model: &Whisper,
     mels: &[MelSpectrogram],
-    inputs: &[InputOptions],
+    inputs: &[&InputOptions],
     opts: &DecodeOptions,
     decoder: &WindowDecoder<'_>,
     batch_sizes: &mut Vec<usize>,

@@ -2,15 +2,8 @@
 
 use dicta_core::{decoding, Error, Result};
 
-/// What the decoder is asked to produce.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Task {
-    /// Transcribe in the spoken language.
-    #[default]
-    Transcribe,
-    /// Translate into English (multilingual models only).
-    Translate,
-}
+/// What the decoder is asked to produce (the one type every interface parses).
+pub use dicta_core::Task;
 
 /// How recordings longer than one 30 s window are processed.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -22,7 +22,7 @@ struct PerInput<'a> {
     /// Draft tokens ([`WhisperTranscriber::transcribe_with_drafts`]).
     drafts: Option<&'a [&'a [u32]]>,
     /// Options of the input's own ([`InputOptions`]).
-    options: &'a [InputOptions],
+    options: &'a [&'a InputOptions],
 }
 
 /// Samples of zero padding faster-whisper's feature extractor appends (one hop).
@@ -153,7 +153,7 @@ impl<'m> WhisperTranscriber<'m> {
         &self,
         audios: &[&[f32]],
         drafts: &[&[u32]],
-        inputs: &[InputOptions],
+        inputs: &[&InputOptions],
         opts: &DecodeOptions,
         batch_size: usize,
     ) -> Result<TranscribeOutput> {

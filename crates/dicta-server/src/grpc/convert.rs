@@ -114,18 +114,43 @@ fn alaw(b: u8) -> i16 {
     (if b & 0x80 != 0 { magnitude } else { -magnitude }) as i16
 }
 
+/// One headerless sample (`coding.bytes()` bytes) as 16-bit linear.
+fn linear(s: &[u8], coding: RawCoding) -> i16 {
+    match coding {
+        RawCoding::Linear16 => i16::from_le_bytes([s[0], s[1]]),
+        RawCoding::Mulaw => mulaw(s[0]),
+        RawCoding::Alaw => alaw(s[0]),
+    }
+}
+
+/// Headerless interleaved frames (whole ones) → a 16-bit PCM WAV file of `channels` at `rate`.
+fn raw_to_wav(bytes: &[u8], coding: RawCoding, rate: u32, channels: usize) -> Result<Vec<u8>> {
+    let spec = hound::WavSpec {
+        channels: channels as u16,
+        sample_rate: rate,
+        bits_per_sample: 16,
+        sample_format: hound::SampleFormat::Int,
+    };
+    let samples = bytes.len() / coding.bytes();
+    let mut out = std::io::Cursor::new(Vec::with_capacity(44 + 2 * samples));
+    let wav = |e: hound::Error| Error::internal(format!("writing the channels as WAV: {e}"));
+    let mut w = hound::WavWriter::new(&mut out, spec).map_err(wav)?;
+    {
+        let mut i16w = w.get_i16_writer(samples as u32);
+        for s in bytes.chunks_exact(coding.bytes()) {
+            i16w.write_sample(linear(s, coding));
+        }
+        i16w.flush().map_err(wav)?;
+    }
+    w.finalize().map_err(wav)?;
+    Ok(out.into_inner())
+}
+
 /// Headerless interleaved frames → mono samples in [-1, 1) (the mean of the channels).
 /// `bytes` must hold whole frames.
 pub(crate) fn raw_to_mono(bytes: &[u8], coding: RawCoding, channels: usize) -> Vec<f32> {
     let frame = coding.bytes() * channels;
-    let sample = |s: &[u8]| -> f32 {
-        let v = match coding {
-            RawCoding::Linear16 => i16::from_le_bytes([s[0], s[1]]),
-            RawCoding::Mulaw => mulaw(s[0]),
-            RawCoding::Alaw => alaw(s[0]),
-        };
-        f32::from(v) / 32768.0
-    };
+    let sample = |s: &[u8]| -> f32 { f32::from(linear(s, coding)) / 32768.0 };
     bytes
         .chunks_exact(frame)
         .map(|f| {
@@ -141,7 +166,9 @@ pub(crate) fn raw_to_mono(bytes: &[u8], coding: RawCoding, channels: usize) -> V
 
 /// How `Recognize`'s audio is read: a file by its content, else headerless samples per the
 /// config. Mono 16-bit PCM goes to the server's PCM reader as is; other codings and channel
-/// counts are converted to mono `f32` here.
+/// counts are converted to mono `f32` here, except that with
+/// `enable_separate_recognition_per_channel` several channels become a 16-bit WAV file of
+/// them, which the server reads as any file whose channels a request splits.
 pub(crate) fn recognize_audio(
     config: &RecognitionConfig,
     audio: Vec<u8>,
@@ -172,6 +199,12 @@ pub(crate) fn recognize_audio(
                 audio.len(),
                 frame
             ),
+        ));
+    }
+    if channels > 1 && config.enable_separate_recognition_per_channel {
+        return Ok((
+            AudioFormat::Encoded,
+            raw_to_wav(&audio, coding, rate, channels)?,
         ));
     }
     if coding == RawCoding::Linear16 && channels == 1 {
@@ -230,6 +263,12 @@ pub(crate) fn request_options(config: &RecognitionConfig) -> Result<RequestOptio
         diarize,
         max_speakers,
         hotwords: boosted_phrases(&config.speech_contexts)?,
+        // Each channel recognized on its own: the results carry their `channel_tag`.
+        channels: if config.enable_separate_recognition_per_channel {
+            dicta_core::ChannelMode::Split
+        } else {
+            dicta_core::ChannelMode::Mix
+        },
         ..RequestOptions::default()
     };
     if config.custom_configuration.is_empty() {
@@ -239,11 +278,10 @@ pub(crate) fn request_options(config: &RecognitionConfig) -> Result<RequestOptio
     for (key, text) in &config.custom_configuration {
         let key = key.trim();
         if key == "channels" {
-            // Riva's own fields say how channels are read (`audio_channel_count`); results
-            // per channel are not built for Riva's messages.
+            // Riva's own fields say how channels are read and recognized.
             return Err(Error::invalid_input(
-                "custom_configuration: channels is not supported over gRPC; the channels of \
-                 the audio are mixed",
+                "custom_configuration: channels is not taken over gRPC; set \
+                 enable_separate_recognition_per_channel to recognize each channel on its own",
             ));
         }
         let value = if TEXT_FIELDS.contains(&key) {
@@ -373,7 +411,8 @@ pub(crate) fn recognize_results(t: &Transcript, words: bool) -> Vec<SpeechRecogn
                 },
                 language_code: t.language.iter().cloned().collect(),
             }],
-            channel_tag: 1,
+            // Riva numbers channels from 1; a mixed recording is channel 1.
+            channel_tag: s.channel.map_or(1, |c| c as i32 + 1),
             audio_processed: s.end as f32,
         })
         .collect()
@@ -445,6 +484,57 @@ mod tests {
         }
         let mono = raw_to_mono(&bytes, RawCoding::Linear16, 2);
         assert_eq!(mono, vec![2000.0 / 32768.0, -1000.0 / 32768.0]);
+    }
+
+    /// With `enable_separate_recognition_per_channel`, raw channels (μ-law here) stay apart,
+    /// as a WAV file of them that holds the same linear samples; without it they are mixed;
+    /// results carry Riva's 1-based `channel_tag`.
+    #[test]
+    fn separate_recognition_keeps_the_channels_apart() {
+        let frames: Vec<u8> = vec![0x00, 0xFF, 0x80, 0x7F, 0x10, 0x90];
+        let mut config = RecognitionConfig {
+            encoding: AudioEncoding::Mulaw as i32,
+            sample_rate_hertz: 8000,
+            audio_channel_count: 2,
+            ..Default::default()
+        };
+        let (format, _) = recognize_audio(&config, frames.clone()).unwrap();
+        assert!(matches!(format, AudioFormat::Pcm { .. }));
+        assert_eq!(
+            request_options(&config).unwrap().channels,
+            dicta_core::ChannelMode::Mix
+        );
+        config.enable_separate_recognition_per_channel = true;
+        let (format, wav) = recognize_audio(&config, frames.clone()).unwrap();
+        assert!(matches!(format, AudioFormat::Encoded) && looks_like_a_file(&wav));
+        let mut r = hound::WavReader::new(std::io::Cursor::new(wav)).unwrap();
+        assert_eq!((r.spec().channels, r.spec().sample_rate), (2, 8000));
+        let back: Vec<i16> = r.samples::<i16>().map(|x| x.unwrap()).collect();
+        let want: Vec<i16> = frames.iter().map(|&b| mulaw(b)).collect();
+        assert_eq!(back, want);
+        assert_eq!(
+            request_options(&config).unwrap().channels,
+            dicta_core::ChannelMode::Split
+        );
+        let mut left = Segment::new(0.0, 1.0, " left");
+        left.channel = Some(0);
+        let mut right = Segment::new(0.5, 1.5, " right");
+        right.channel = Some(1);
+        let t = Transcript {
+            id: "a".into(),
+            audio: String::new(),
+            text: String::new(),
+            language: None,
+            language_probability: None,
+            duration: 3.0,
+            segments: vec![left, right, Segment::new(2.0, 3.0, " mixed")],
+            warnings: Vec::new(),
+        };
+        let tags: Vec<i32> = recognize_results(&t, false)
+            .iter()
+            .map(|r| r.channel_tag)
+            .collect();
+        assert_eq!(tags, vec![1, 2, 1]);
     }
 
     #[test]

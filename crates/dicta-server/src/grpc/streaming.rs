@@ -80,6 +80,12 @@ pub(crate) async fn start(
         )));
     }
     let (coding, rate, channels) = convert::raw_spec(&rc).map_err(status)?;
+    if channels > 1 && rc.enable_separate_recognition_per_channel {
+        return Err(status(Error::invalid_input(
+            "enable_separate_recognition_per_channel is for Recognize; a stream's channels are \
+             mixed (open one stream per channel to recognize them apart)",
+        )));
+    }
     let resampler = StreamResampler::new(rate).map_err(status)?;
     // The WebSocket route's capacity rule: while open streams are behind real time, one more
     // would only put every stream further behind.
