@@ -44,6 +44,11 @@ pub struct Segment {
     /// Whisper: temperature the segment was finally decoded at.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub temperature: Option<f32>,
+    /// Whisper: where the 30 s window the segment was decoded in starts, in 10 ms mel frames
+    /// of the audio the model heard (faster-whisper's and OpenAI's `seek`; with a VAD filter,
+    /// of the speech joined, as there).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub seek: Option<u32>,
     /// Token ids of the segment (Whisper), useful for prompts.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub tokens: Vec<u32>,
@@ -79,6 +84,7 @@ impl Segment {
             compression_ratio: None,
             no_speech_prob: None,
             temperature: None,
+            seek: None,
             tokens: Vec::new(),
             speaker: None,
             channel: None,

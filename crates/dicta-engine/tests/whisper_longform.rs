@@ -136,6 +136,22 @@ fn long_form_drops_and_doubles_no_words_at_lane_cuts() {
                 "segments out of order: {s:?}"
             );
         }
+        // Each segment names the window it was decoded in (`seek`, 10 ms frames): it lies
+        // within that window, the windows are no more than were decoded, and in the batched
+        // mode every lane's first window is one of them.
+        let seeks: Vec<u32> = t.segments.iter().map(|s| s.seek.unwrap()).collect();
+        for (s, &k) in t.segments.iter().zip(&seeks) {
+            let from = f64::from(k) / 100.0;
+            assert!(from <= s.start + 0.01 && s.end <= from + 30.01, "{s:?}");
+        }
+        let mut windows = seeks.clone();
+        windows.dedup();
+        assert!(windows.len() <= out.windows, "{windows:?}");
+        if mode == BATCHED {
+            for l in &lanes {
+                assert!(seeks.contains(&(l.0 as u32)), "lane {l:?}: {windows:?}");
+            }
+        }
         let edits = dels_and_inserts(&reference, &words(&t.text.replace('-', " ")));
         eprintln!(
             "{}: {} windows, {} ref words, edits {edits:?}",

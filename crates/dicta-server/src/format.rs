@@ -112,8 +112,9 @@ fn with_warnings(v: &mut Value, t: &Transcript) {
     }
 }
 
-/// OpenAI's `verbose_json`. `seek` is the segment start in 10 ms frames (Whisper's unit; the
-/// backend does not report window offsets). Fields a CTC model lacks are reported as 0.
+/// OpenAI's `verbose_json`. `seek` is the start of the segment's 30 s window in 10 ms frames
+/// (Whisper's; for models without windows, the segment's own start). Fields a CTC model lacks
+/// are reported as 0.
 /// `language` is the spoken language's name, or for a translation (as OpenAI's
 /// `TranslationVerbose`) the output's, always `english`, with the spoken one in
 /// `source_language`; `language_probability` (faster-whisper's) is added where a multilingual
@@ -144,7 +145,7 @@ pub(crate) fn verbose_json(t: &Transcript, task: Task, g: Granularity) -> Value 
             .map(|(i, s)| {
                 let mut seg = json!({
                     "id": i,
-                    "seek": (s.start * 100.0).round() as i64,
+                    "seek": s.seek.map_or((s.start * 100.0).round() as i64, i64::from),
                     "start": s.start,
                     "end": s.end,
                     "text": s.text,
@@ -249,6 +250,11 @@ mod tests {
         assert_eq!(v["segments"][1]["id"], 1);
         assert_eq!(v["segments"][1]["seek"], 366100);
         assert!(v.get("words").is_none());
+        // A Whisper segment reports its window's start.
+        let mut w = t.clone();
+        w.segments[1].seek = Some(364000);
+        let v = verbose_json(&w, Task::Transcribe, Granularity::default());
+        assert_eq!(v["segments"][1]["seek"], 364000);
         let g = Granularity {
             segment: false,
             word: true,

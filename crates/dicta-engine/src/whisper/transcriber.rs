@@ -497,6 +497,8 @@ impl<'m> WhisperTranscriber<'m> {
         };
         for (i, a, split) in decoded {
             let st = &mut states[i];
+            // The window's start, before the seek moves on (each segment reports it).
+            let window_seek = st.seek;
             let mut raws = split.segments;
             let mut words: Vec<Vec<PlacedWord>> = vec![Vec::new(); raws.len()];
             let mut seek = split.seek;
@@ -569,6 +571,7 @@ impl<'m> WhisperTranscriber<'m> {
                 }
                 st.all_tokens.extend_from_slice(&raw.tokens);
                 let mut seg = segment(&raw, text, &a);
+                seg.seek = u32::try_from(window_seek).ok();
                 seg.words = w.into_iter().map(core_word).collect();
                 st.segments.push(seg);
             }

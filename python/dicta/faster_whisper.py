@@ -1,0 +1,341 @@
+"""faster-whisper's Python API over Dicta: replace ``from faster_whisper import WhisperModel``
+with ``from dicta.faster_whisper import WhisperModel`` and keep the rest of the code.
+
+>>> from dicta.faster_whisper import WhisperModel
+>>> model = WhisperModel("tiny.en", compute_type="int8", cpu_threads=2)
+>>> segments, info = model.transcribe("talk.wav", beam_size=5, vad_filter=True)
+>>> for s in segments:
+...     print(f"[{s.start:.2f} -> {s.end:.2f}] {s.text}")
+
+``transcribe`` takes faster-whisper's arguments under their names and defaults (``beam_size=5``,
+the temperature fallback, ``condition_on_previous_text=True``, …) and returns ``(segments,
+info)``: an iterator of :class:`Segment` (with :class:`Word` lists when ``word_timestamps=True``)
+and a :class:`TranscriptionInfo`, the same dataclasses and fields as faster-whisper's. With the
+same weights and ``compute_type="float32"`` the transcripts are faster-whisper's token for token
+(``crates/dicta-engine/tests/whisper_parity.rs``).
+
+Differences a caller can see: the whole recording is transcribed when ``transcribe`` returns
+(faster-whisper decodes as the iterator is read; the results are the same); ``device`` is the
+CPU; ``compute_type`` ``"default"`` is Dicta's fastest type that keeps faster-whisper's accuracy
+(int8 where the CPU has the integer dot-product instructions); ``float16``/``bfloat16`` run as
+float32 on the CPU, as CTranslate2 does there; ``initial_prompt`` is text (not token ids);
+``info.all_language_probs`` is ``None``. Errors are :mod:`dicta.errors` exceptions
+(``InvalidInput`` is a ``ValueError``).
+"""
+
+from __future__ import annotations
+
+import os
+import types
+from dataclasses import dataclass
+from typing import Any, BinaryIO, Iterator, List, Optional, Tuple, Union
+
+from . import Engine, errors
+from ._dicta import SAMPLE_RATE
+
+__all__ = ["WhisperModel", "BatchedInferencePipeline", "Segment", "Word", "TranscriptionInfo"]
+
+# Languages whose words are not separated by spaces (faster-whisper splits them at unicode
+# boundaries, and their words carry no leading space).
+_NO_SPACES = {"zh", "ja", "th", "lo", "my", "yue"}
+
+# faster-whisper's compute types → Dicta's (the CPU runs float16/bfloat16 as float32, as
+# CTranslate2 does on the CPU; int16 keeps float32's accuracy).
+_COMPUTE_TYPES = {
+    "default": None,
+    "auto": None,
+    "int8": "int8",
+    "int8_float32": "int8",
+    "int8_float16": "int8",
+    "int8_bfloat16": "int8",
+    "int16": "float32",
+    "float16": "float32",
+    "bfloat16": "float32",
+    "float32": "float32",
+}
+
+
+@dataclass
+class Word:
+    """One word (faster-whisper's ``Word``): seconds, the word with its leading space, and its
+    probability."""
+
+    start: float
+    end: float
+    word: str
+    probability: float
+
+
+@dataclass
+class Segment:
+    """One segment (faster-whisper's ``Segment``): ``id`` from 1, ``seek`` (the start of its 30 s
+    window in 10 ms frames), seconds, text, token ids and the decoding scores; ``words`` with
+    ``word_timestamps=True``."""
+
+    id: int
+    seek: int
+    start: float
+    end: float
+    text: str
+    tokens: List[int]
+    avg_logprob: float
+    compression_ratio: float
+    no_speech_prob: float
+    words: Optional[List[Word]]
+    temperature: Optional[float]
+
+
+@dataclass
+class TranscriptionInfo:
+    """What faster-whisper's ``TranscriptionInfo`` says of a transcription: the language and how
+    sure its detection was (1 when it was given or the model is English-only), the duration
+    (``duration_after_vad`` is the duration), the options used and the VAD's."""
+
+    language: str
+    language_probability: float
+    duration: float
+    duration_after_vad: float
+    all_language_probs: Optional[List[Tuple[str, float]]]
+    transcription_options: Any
+    vad_options: Any
+
+
+# faster-whisper's `transcribe` defaults, which Dicta's engine shares; passed through by name.
+_DEFAULTS = dict(
+    language=None,
+    task="transcribe",
+    beam_size=5,
+    best_of=5,
+    patience=1.0,
+    length_penalty=1.0,
+    repetition_penalty=1.0,
+    no_repeat_ngram_size=0,
+    temperature=[0.0, 0.2, 0.4, 0.6, 0.8, 1.0],
+    compression_ratio_threshold=2.4,
+    log_prob_threshold=-1.0,
+    no_speech_threshold=0.6,
+    condition_on_previous_text=True,
+    prompt_reset_on_temperature=0.5,
+    initial_prompt=None,
+    prefix=None,
+    suppress_blank=True,
+    suppress_tokens=[-1],
+    without_timestamps=False,
+    max_initial_timestamp=1.0,
+    word_timestamps=False,
+    prepend_punctuations="\"'“¿([{-",
+    append_punctuations="\"'.。,，!！?？:：”)]}、",
+    multilingual=False,
+    vad_filter=False,
+    vad_parameters=None,
+    max_new_tokens=None,
+    clip_timestamps="0",
+    hallucination_silence_threshold=None,
+    hotwords=None,
+    language_detection_threshold=0.5,
+    language_detection_segments=1,
+)
+
+
+class WhisperModel:
+    """faster-whisper's ``WhisperModel`` on Dicta's engine.
+
+    Args:
+        model_size_or_path: a model name Dicta knows (``"tiny.en"``, ``"base"``; fetched on first
+            use into ``download_root``) or a folder (CTranslate2 or Hugging Face Whisper).
+        device: ``"cpu"`` or ``"auto"``.
+        compute_type: faster-whisper's names (see the module's notes).
+        cpu_threads: threads of the engine (0: every core).
+        download_root: the model cache (default ``$DICTA_HOME`` or ~/.cache/dicta).
+        device_index, num_workers, local_files_only, revision, use_auth_token: accepted for
+            compatibility (one model serves every thread that calls it).
+        files: not supported (a model from memory).
+
+    Raises:
+        ModelLoad / FetchError: the model cannot be loaded or fetched.
+        InvalidInput: an unsupported device or compute type.
+    """
+
+    def __init__(
+        self,
+        model_size_or_path: Union[str, "os.PathLike[str]"],
+        device: str = "auto",
+        device_index: Union[int, List[int]] = 0,
+        compute_type: str = "default",
+        cpu_threads: int = 0,
+        num_workers: int = 1,
+        download_root: Optional[str] = None,
+        local_files_only: bool = False,
+        files: Optional[dict] = None,
+        revision: Optional[str] = None,
+        use_auth_token: Optional[Union[str, bool]] = None,
+        **model_kwargs: Any,
+    ) -> None:
+        if device not in ("auto", "cpu"):
+            raise errors.InvalidInput(f"device must be \"cpu\" or \"auto\" (Dicta runs on the CPU), got {device!r}")
+        if compute_type not in _COMPUTE_TYPES:
+            raise errors.InvalidInput(f"compute_type must be one of {', '.join(_COMPUTE_TYPES)}, got {compute_type!r}")
+        if files:
+            raise errors.InvalidInput("files (a model from memory) is not supported; give a folder or a model name")
+        if not isinstance(cpu_threads, int) or cpu_threads < 0:
+            raise errors.InvalidInput(f"cpu_threads must be an int >= 0, got {cpu_threads!r}")
+        self._args = dict(
+            model=model_size_or_path,
+            compute_type=_COMPUTE_TYPES[compute_type],
+            threads=cpu_threads or None,
+            home=download_root,
+            progress=False,
+        )
+        self._engine = Engine(**self._args)
+        self._vad_engine: Optional[Engine] = None
+
+    def _engine_for(self, vad_filter: bool) -> Engine:
+        """The engine, loaded with Silero VAD (fetched on first use) once a call asks for it."""
+        if not vad_filter:
+            return self._vad_engine or self._engine
+        if self._vad_engine is None:
+            self._vad_engine = Engine(vad_model="silero-vad", **self._args)
+            # One loaded model: the plain engine is no longer needed.
+            self._engine = self._vad_engine
+        return self._vad_engine
+
+    def transcribe(
+        self,
+        audio: Union[str, "os.PathLike[str]", BinaryIO, Any],
+        language: Optional[str] = None,
+        task: str = "transcribe",
+        log_progress: bool = False,
+        chunk_length: Optional[int] = None,
+        **options: Any,
+    ) -> Tuple[Iterator[Segment], TranscriptionInfo]:
+        """Transcribes one recording with faster-whisper's arguments (``beam_size``, ``best_of``,
+        ``temperature``, ``word_timestamps``, ``vad_filter``, ``vad_parameters``, ``prefix``,
+        ``hotwords``, ``clip_timestamps``, …; the defaults are faster-whisper's).
+
+        Args:
+            audio: a path, a binary file object, or 16 kHz mono float samples (a numpy array).
+
+        Returns:
+            ``(segments, info)``: an iterator of :class:`Segment` and a :class:`TranscriptionInfo`.
+
+        Raises:
+            InvalidInput: an unknown argument or a value out of range. ``CorruptInput``,
+            ``UnsupportedFormat``, ``EmptyInput``: the audio cannot be read.
+        """
+        return self._transcribe(audio, dict(language=language, task=task, **options), chunk_length, {})
+
+    def _transcribe(self, audio: Any, options: dict, chunk_length: Optional[int], engine_defaults: dict):
+        unknown = sorted(set(options) - set(_DEFAULTS))
+        if unknown:
+            raise errors.InvalidInput(f"transcribe() got unknown arguments: {', '.join(unknown)}")
+        if chunk_length not in (None, 30):
+            raise errors.InvalidInput(f"chunk_length must be None or 30 (Whisper's window), got {chunk_length!r}")
+        opts = dict(_DEFAULTS)
+        opts.update(engine_defaults)
+        opts.update(options)
+        if opts["task"] is None:
+            opts["task"] = "transcribe"
+        prompt = opts["initial_prompt"]
+        if prompt is not None and not isinstance(prompt, str):
+            raise errors.InvalidInput("initial_prompt must be text (token ids are not supported)")
+        if isinstance(opts["temperature"], tuple):
+            opts["temperature"] = list(opts["temperature"])
+        if not opts["vad_filter"]:
+            # faster-whisper ignores them without the filter.
+            opts["vad_parameters"] = None
+        engine = self._engine_for(bool(opts["vad_filter"]))
+        native = dict(opts)
+        if _is_whole(native["clip_timestamps"]):
+            # faster-whisper's default "0": the whole recording, as without clips.
+            del native["clip_timestamps"]
+        out = engine.transcribe([_input(audio)], verbose=True, **native)
+        result = out["results"][0]
+        if result.get("error"):
+            raise _error(result["error"])
+        info = TranscriptionInfo(
+            language=result.get("language") or "en",
+            language_probability=result.get("language_probability", 1.0),
+            duration=result["duration"],
+            duration_after_vad=result["duration"],
+            all_language_probs=None,
+            transcription_options=types.SimpleNamespace(**opts),
+            vad_options=opts["vad_parameters"] if opts["vad_filter"] else None,
+        )
+        space = "" if info.language in _NO_SPACES else " "
+        segments = [_segment(i, s, opts["word_timestamps"], space) for i, s in enumerate(result["segments"], 1)]
+        return iter(segments), info
+
+
+class BatchedInferencePipeline:
+    """faster-whisper's ``BatchedInferencePipeline`` over a :class:`WhisperModel`, with its
+    defaults (``vad_filter=True``, ``without_timestamps=True``, no previous-text prompt).
+    Dicta batches the windows of a recording, and of calls made at the same time, in its own
+    engine; ``batch_size`` is checked and otherwise left to it."""
+
+    def __init__(self, model: WhisperModel) -> None:
+        self.model = model
+
+    def transcribe(
+        self,
+        audio: Union[str, "os.PathLike[str]", BinaryIO, Any],
+        language: Optional[str] = None,
+        task: Optional[str] = None,
+        log_progress: bool = False,
+        chunk_length: Optional[int] = None,
+        batch_size: int = 8,
+        **options: Any,
+    ) -> Tuple[Iterator[Segment], TranscriptionInfo]:
+        """As :meth:`WhisperModel.transcribe`, with the batched pipeline's defaults."""
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise errors.InvalidInput(f"batch_size must be an int >= 1, got {batch_size!r}")
+        batched = dict(vad_filter=True, without_timestamps=True, condition_on_previous_text=False)
+        return self.model._transcribe(audio, dict(language=language, task=task, **options), chunk_length, batched)
+
+
+def _is_whole(clips: Any) -> bool:
+    """Whether ``clip_timestamps`` is faster-whisper's default: from 0 to the end."""
+    if isinstance(clips, str):
+        return clips.strip() in ("", "0")
+    if isinstance(clips, (int, float)):
+        return clips == 0
+    return clips is None or list(clips) in ([], [0])
+
+
+def _input(audio: Any) -> Any:
+    """faster-whisper's ``audio`` as an input of :meth:`dicta.Engine.transcribe`."""
+    if isinstance(audio, (str, os.PathLike)):
+        return os.fspath(audio)
+    if hasattr(audio, "read"):
+        return audio.read()
+    if isinstance(audio, (bytes, bytearray, memoryview)):
+        return bytes(audio)
+    # Samples: faster-whisper takes 16 kHz mono float arrays.
+    return ("audio", audio, SAMPLE_RATE)
+
+
+def _error(e: dict) -> errors.DictaError:
+    """The exception of a result's ``{"type", "message"}``."""
+    for name in errors.__all__:
+        cls = getattr(errors, name)
+        if isinstance(cls, type) and issubclass(cls, errors.DictaError) and cls.kind == e.get("type"):
+            return cls(e.get("message", ""))
+    return errors.InternalError(str(e))
+
+
+def _segment(i: int, s: dict, word_timestamps: bool, space: str) -> Segment:
+    words = None
+    if word_timestamps:
+        words = [Word(w["start"], w["end"], space + w["word"], w.get("probability", 0.0)) for w in s.get("words", [])]
+    return Segment(
+        id=i,
+        seek=s.get("seek", round(s["start"] * 100)),
+        start=s["start"],
+        end=s["end"],
+        text=s["text"],
+        tokens=s.get("tokens", []),
+        avg_logprob=s.get("avg_logprob", 0.0),
+        compression_ratio=s.get("compression_ratio", 0.0),
+        no_speech_prob=s.get("no_speech_prob", 0.0),
+        words=words,
+        temperature=s.get("temperature"),
+    )

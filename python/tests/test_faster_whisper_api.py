@@ -1,0 +1,107 @@
+"""`dicta.faster_whisper`: faster-whisper's API on Dicta's engine.
+
+The transcripts are held to faster-whisper's own (crates/dicta-engine/tests/fixtures/whisper/
+reference.json, made by faster-whisper float32 on the same tiny.en weights, same 16 kHz samples,
+by make_reference.py next to it); the rest of the API (words, VAD, the batched pipeline, errors)
+to the `dicta` binary on the same files. Needs what test_dicta.py needs.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import wave
+
+import numpy as np
+import pytest
+
+import dicta
+from dicta.faster_whisper import BatchedInferencePipeline, Segment, TranscriptionInfo, WhisperModel, Word
+
+from test_dicta import DATA, JFK, ROOT, cli, model_dir
+
+FIXTURE = ROOT / "crates" / "dicta-engine" / "tests" / "fixtures" / "whisper" / "reference.json"
+
+
+def read16(path) -> np.ndarray:
+    """A 16 kHz 16-bit mono WAV as float32 in [-1, 1), as make_reference.py reads it."""
+    with wave.open(str(path), "rb") as w:
+        assert w.getframerate() == 16000 and w.getnchannels() == 1
+        x = np.frombuffer(w.readframes(w.getnframes()), dtype=np.int16)
+    return x.astype(np.float32) / 32768.0
+
+
+@pytest.fixture(scope="module")
+def model() -> WhisperModel:
+    return WhisperModel(model_dir(), device="cpu", compute_type="float32", cpu_threads=2)
+
+
+def test_transcripts_are_faster_whispers_token_for_token(model):
+    ref = json.loads(FIXTURE.read_text())
+    for run, beam in [("greedy", 1), ("beam5", 5)]:
+        same = 0
+        for it in ref["items"]:
+            segments, info = model.transcribe(read16(DATA / it["wav"]), language="en", beam_size=beam,
+                                              temperature=0.0, condition_on_previous_text=False)
+            got = [(round(s.start, 3), round(s.end, 3), s.text, s.tokens) for s in segments]
+            want = [(w["start"], w["end"], w["text"], w["tokens"]) for w in it["runs"][run]["segments"]]
+            same += got == want
+            assert isinstance(info, TranscriptionInfo) and info.language == "en"
+            assert abs(info.duration - len(read16(DATA / it["wav"])) / 16000) < 0.01
+        # 95%, as the engine's own parity tests: float32 rounding can move a degenerate beam.
+        assert same * 100 >= 95 * len(ref["items"]), f"{run}: {same} of {len(ref['items'])} identical"
+
+
+def test_segments_words_and_inputs_are_faster_whispers_shapes(model):
+    segments, info = model.transcribe(str(JFK), word_timestamps=True)
+    assert not isinstance(segments, list)  # an iterator, as faster-whisper's generator
+    segments = list(segments)
+    theirs = cli("--compute-type", "float32", "--word-timestamps", "--format", "verbose_json", str(JFK))
+    want = theirs["results"][0]["segments"]
+    assert [s.text for s in segments] == [w["text"] for w in want]
+    assert [s.id for s in segments] == list(range(1, len(segments) + 1))
+    assert all(isinstance(s, Segment) and s.seek == 0 and s.temperature == 0.0 for s in segments)
+    for s in segments:
+        assert s.words and all(isinstance(w, Word) and w.word.startswith(" ") for w in s.words)
+        # faster-whisper's words joined are the segment's text.
+        assert "".join(w.word for w in s.words) == s.text
+        assert s.start <= s.words[0].start and s.words[-1].end <= s.end + 0.01
+    # A path, a file object and the bytes give the same segments.
+    with open(JFK, "rb") as f:
+        from_file = list(model.transcribe(f)[0])
+    from_bytes = list(model.transcribe(io.BytesIO(JFK.read_bytes()))[0])
+    plain = list(model.transcribe(str(JFK))[0])
+    assert from_file == plain == from_bytes
+    assert plain[0].words is None
+
+
+def test_vad_filter_prefix_and_the_batched_pipeline_follow_the_cli(model):
+    segments, info = model.transcribe(str(JFK), vad_filter=True, vad_parameters={"min_silence_duration_ms": 500},
+                                      prefix="And so,")
+    theirs = cli("--compute-type", "float32", "--vad-filter", "--vad-min-silence-duration-ms", "500",
+                 "--prefix", "And so,", str(JFK))
+    assert "".join(s.text for s in segments).strip() == theirs["results"][0]["text"]
+    assert info.vad_options == {"min_silence_duration_ms": 500}
+    batched = BatchedInferencePipeline(model)
+    segments, _ = batched.transcribe(str(JFK), batch_size=4)
+    # Its defaults: VAD on, one segment per window without timestamps.
+    theirs = cli("--compute-type", "float32", "--vad-filter", "--without-timestamps",
+                 "--no-condition-on-previous-text", str(JFK))
+    assert "".join(s.text for s in segments).strip() == theirs["results"][0]["text"]
+
+
+def test_bad_arguments_and_audio_raise_dicta_errors(model):
+    with pytest.raises(dicta.InvalidInput, match="beam_sise"):
+        model.transcribe(str(JFK), beam_sise=2)
+    with pytest.raises(ValueError, match="beam_size"):
+        model.transcribe(str(JFK), beam_size=0)
+    with pytest.raises(dicta.InvalidInput, match="chunk_length"):
+        model.transcribe(str(JFK), chunk_length=10)
+    with pytest.raises(dicta.InvalidInput, match="token ids"):
+        model.transcribe(str(JFK), initial_prompt=[50363, 843])
+    with pytest.raises((dicta.CorruptInput, dicta.UnsupportedFormat)):
+        model.transcribe(io.BytesIO(b"RIFF\x10\x00\x00\x00WAVEjunkjunkjunk"))
+    with pytest.raises(dicta.InvalidInput, match="device"):
+        WhisperModel(model_dir(), device="cuda")
+    with pytest.raises(dicta.InvalidInput, match="compute_type"):
+        WhisperModel(model_dir(), compute_type="int4")
