@@ -30,10 +30,22 @@ import types
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Iterator, List, Optional, Tuple, Union
 
-from . import Engine, errors
-from ._dicta import SAMPLE_RATE
+from . import Engine, errors, fetch_model, known_models
+from . import decode_audio as _decode_audio
+from ._dicta import SAMPLE_RATE, __version__
 
-__all__ = ["WhisperModel", "BatchedInferencePipeline", "Segment", "Word", "TranscriptionInfo"]
+__all__ = [
+    "WhisperModel",
+    "BatchedInferencePipeline",
+    "Segment",
+    "Word",
+    "TranscriptionInfo",
+    "available_models",
+    "decode_audio",
+    "download_model",
+    "format_timestamp",
+    "__version__",
+]
 
 # Languages whose words are not separated by spaces (faster-whisper splits them at unicode
 # boundaries, and their words carry no leading space).
@@ -290,6 +302,45 @@ class BatchedInferencePipeline:
             raise errors.InvalidInput(f"batch_size must be an int >= 1, got {batch_size!r}")
         batched = dict(vad_filter=True, without_timestamps=True, condition_on_previous_text=False)
         return self.model._transcribe(audio, dict(language=language, task=task, **options), chunk_length, batched)
+
+
+def decode_audio(input_file: Union[str, "os.PathLike[str]", BinaryIO], sampling_rate: int = 16000,
+                 split_stereo: bool = False) -> Any:
+    """faster-whisper's ``decode_audio``: a path or a binary file object as 16 kHz mono float32
+    (Dicta's decoder, the samples its engine hears). Other rates and ``split_stereo`` are refused
+    (``transcribe(..., channels="split")`` on :class:`dicta.Engine` transcribes channels apart)."""
+    if sampling_rate != SAMPLE_RATE:
+        raise errors.InvalidInput(f"sampling_rate must be {SAMPLE_RATE} (Dicta decodes to it), got {sampling_rate!r}")
+    if split_stereo:
+        raise errors.InvalidInput("split_stereo is not supported; dicta.Engine.transcribe(..., channels=\"split\") "
+                                  "transcribes each channel on its own")
+    source = input_file.read() if hasattr(input_file, "read") else input_file
+    return _decode_audio(source)
+
+
+def available_models() -> List[str]:
+    """The model names :class:`WhisperModel` fetches by name (Whisper models Dicta knows)."""
+    return [name for name, what in known_models().items() if what.startswith("Whisper ")]
+
+
+def download_model(size_or_id: str, output_dir: Optional[str] = None, local_files_only: bool = False,
+                   cache_dir: Optional[str] = None, revision: Optional[str] = None,
+                   use_auth_token: Optional[Union[str, bool]] = None) -> str:
+    """faster-whisper's ``download_model``: fetches a model Dicta knows by name into ``cache_dir``
+    (or ``output_dir``; default ``$DICTA_HOME`` or ~/.cache/dicta) and returns its folder."""
+    return fetch_model(size_or_id, home=output_dir or cache_dir, progress=False)
+
+
+def format_timestamp(seconds: float, always_include_hours: bool = False, decimal_marker: str = ".") -> str:
+    """faster-whisper's ``format_timestamp``: ``[HH:]MM:SS.mmm``."""
+    if seconds < 0:
+        raise errors.InvalidInput(f"non-negative timestamp expected, got {seconds!r}")
+    ms = round(seconds * 1000.0)
+    hours, ms = divmod(ms, 3_600_000)
+    minutes, ms = divmod(ms, 60_000)
+    secs, ms = divmod(ms, 1_000)
+    hours_marker = f"{hours:02d}:" if always_include_hours or hours > 0 else ""
+    return f"{hours_marker}{minutes:02d}:{secs:02d}{decimal_marker}{ms:03d}"
 
 
 def _is_whole(clips: Any) -> bool:

@@ -11,12 +11,14 @@ from __future__ import annotations
 import io
 import json
 import wave
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import dicta
-from dicta.faster_whisper import BatchedInferencePipeline, Segment, TranscriptionInfo, WhisperModel, Word
+from dicta.faster_whisper import (BatchedInferencePipeline, Segment, TranscriptionInfo, WhisperModel, Word,
+                                  available_models, decode_audio, download_model, format_timestamp)
 
 from test_dicta import DATA, JFK, ROOT, cli, model_dir
 
@@ -105,3 +107,20 @@ def test_bad_arguments_and_audio_raise_dicta_errors(model):
         WhisperModel(model_dir(), device="cuda")
     with pytest.raises(dicta.InvalidInput, match="compute_type"):
         WhisperModel(model_dir(), compute_type="int4")
+
+
+def test_module_helpers_are_faster_whispers():
+    # format_timestamp: faster-whisper's [HH:]MM:SS.mmm.
+    assert format_timestamp(1.5) == "00:01.500"
+    assert format_timestamp(3661.0025) == "01:01:01.002"
+    assert format_timestamp(59.9996, always_include_hours=True, decimal_marker=",") == "00:01:00,000"
+    # decode_audio: the engine's 16 kHz mono samples, from a path or a file object.
+    a = decode_audio(str(JFK))
+    with open(JFK, "rb") as f:
+        b = decode_audio(f)
+    assert len(a) == 176000 and np.array_equal(a, b) and np.array_equal(a, dicta.decode_audio(str(JFK)))
+    with pytest.raises(dicta.InvalidInput, match="sampling_rate"):
+        decode_audio(str(JFK), sampling_rate=8000)
+    names = available_models()
+    assert "tiny.en" in names and "base" in names and "silero-vad" not in names
+    assert (Path(download_model("tiny.en")) / "model.bin").is_file()
