@@ -23,7 +23,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 from . import errors
 from ._dicta import DEFAULT_MODEL, SAMPLE_RATE, __version__
@@ -265,6 +265,7 @@ class Engine:
         inputs: Union[InputLike, Iterable[InputLike]],
         *,
         verbose: bool = False,
+        on_event: Optional[Callable[[Dict[str, Any]], None]] = None,
         **options: Any,
     ) -> Dict[str, Any]:
         """Transcribes ``inputs`` (one input or an iterable of them) in shared batches.
@@ -273,6 +274,13 @@ class Engine:
             inputs: paths, bytes of audio files, ``(id, samples, sample_rate)`` tuples (resampled
                 to 16 kHz), or ``{"id", "audio"}`` manifest entries.
             verbose: segments with every field, as ``--format verbose_json``.
+            on_event: called from the engine's threads, as the work goes, with each progress
+                event as a dict: ``{"type": "started", "input": i, "duration": s}`` once input
+                ``i`` is decoded, ``{"type": "audio", "input": i, "seconds": s}`` as its audio is
+                finished, ``{"type": "language", "input": i, "language": code, "probability":
+                p}`` (Whisper) and ``{"type": "segments", "input": i, "segments": [...]}`` with
+                its segments as they become final (verbose; all of them over the call, in
+                order). Keep it short; what it raises is printed and ignored.
             **options: the CLI's decoding flags with underscores: ``beam_size``, ``best_of``,
                 ``temperature`` (a float or a list), ``language``, ``task``
                 (``"transcribe"``/``"translate"``), ``initial_prompt``, ``hotwords``, ``prefix``,
@@ -293,7 +301,8 @@ class Engine:
         if _is_one_input(inputs):
             inputs = [inputs]
         raw = [_raw_input(i, x) for i, x in enumerate(inputs)]
-        return json.loads(self._native.transcribe(raw, options or None, verbose))
+        hook = None if on_event is None else (lambda text: on_event(json.loads(text)))
+        return json.loads(self._native.transcribe(raw, options or None, verbose, hook))
 
     def open_session(self, **options: Any) -> Session:
         """Opens a streaming session. CTC models take ``min_trailing_silence`` and

@@ -1,6 +1,6 @@
 """Type stubs of the native module (see ``dicta/__init__.py`` for the public API)."""
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 DEFAULT_MODEL: str
 SAMPLE_RATE: int
@@ -34,6 +34,7 @@ class Engine:
         inputs: List[Tuple[str, str, str, Any, int]],
         options: Optional[Dict[str, Any]] = ...,
         verbose: bool = ...,
+        on_event: Optional[Callable[[str], None]] = ...,
     ) -> str: ...
     def open_session(self, options: Optional[Dict[str, Any]] = ...) -> Session: ...
     @property

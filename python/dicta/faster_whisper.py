@@ -14,8 +14,9 @@ and a :class:`TranscriptionInfo`, the same dataclasses and fields as faster-whis
 same weights and ``compute_type="float32"`` the transcripts are faster-whisper's token for token
 (``crates/dicta-engine/tests/whisper_parity.rs``).
 
-Differences a caller can see: the whole recording is transcribed when ``transcribe`` returns
-(faster-whisper decodes as the iterator is read; the results are the same); ``device`` is the
+``transcribe`` returns once the language is known; the segments come as their windows are
+decoded (all at once at the end with a VAD filter, as their times move back then). Differences a
+caller can see: decoding goes on when the caller stops reading the segments; ``device`` is the
 CPU; ``compute_type`` ``"default"`` is Dicta's fastest type that keeps faster-whisper's accuracy
 (int8 where the CPU has the integer dot-product instructions); ``float16``/``bfloat16`` run as
 float32 on the CPU, as CTranslate2 does there; ``initial_prompt`` is text (not token ids);
@@ -26,6 +27,8 @@ float32 on the CPU, as CTranslate2 does there; ``initial_prompt`` is text (not t
 from __future__ import annotations
 
 import os
+import queue
+import threading
 import types
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Iterator, List, Optional, Tuple, Union
@@ -260,22 +263,79 @@ class WhisperModel:
         if _is_whole(native["clip_timestamps"]):
             # faster-whisper's default "0": the whole recording, as without clips.
             del native["clip_timestamps"]
-        out = engine.transcribe([_input(audio)], verbose=True, **native)
-        result = out["results"][0]
-        if result.get("error"):
-            raise _error(result["error"])
+        # The transcription runs on a thread of its own; its progress events (the language,
+        # then segments as their windows are decoded) come through a queue, so that `info` is
+        # returned once the language is known and the segments are read while later windows are
+        # still decoding, as faster-whisper's generator gives them.
+        events: "queue.Queue[Tuple[str, Any]]" = queue.Queue()
+        source = _input(audio)
+
+        def work() -> None:
+            try:
+                out = engine.transcribe([source], verbose=True, on_event=lambda e: events.put(("event", e)),
+                                        **native)
+                events.put(("done", out["results"][0]))
+            except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
+                events.put(("raise", e))
+
+        threading.Thread(target=work, name="dicta-transcribe", daemon=True).start()
+        early: List[dict] = []
+        duration = None
+        language = None
+        final = None
+        while language is None and final is None:
+            kind, value = events.get()
+            if kind == "raise":
+                raise value
+            if kind == "done":
+                if value.get("error"):
+                    raise _error(value["error"])
+                final = value
+            elif value["type"] == "started":
+                duration = value["duration"]
+            elif value["type"] == "language":
+                language = (value["language"], value["probability"])
+            elif value["type"] == "segments":
+                early.extend(value["segments"])
+        if final is not None:
+            language = (final.get("language") or "en", final.get("language_probability"))
+            duration = final["duration"]
         info = TranscriptionInfo(
-            language=result.get("language") or "en",
-            language_probability=result.get("language_probability", 1.0),
-            duration=result["duration"],
-            duration_after_vad=result["duration"],
+            language=language[0],
+            language_probability=1.0 if language[1] is None else language[1],
+            duration=duration if duration is not None else 0.0,
+            duration_after_vad=duration if duration is not None else 0.0,
             all_language_probs=None,
             transcription_options=types.SimpleNamespace(**opts),
             vad_options=opts["vad_parameters"] if opts["vad_filter"] else None,
         )
         space = "" if info.language in _NO_SPACES else " "
-        segments = [_segment(i, s, opts["word_timestamps"], space) for i, s in enumerate(result["segments"], 1)]
-        return iter(segments), info
+        return _segments(events, early, final, opts["word_timestamps"], space), info
+
+
+def _segments(events: "queue.Queue[Tuple[str, Any]]", early: List[dict], final: Optional[dict],
+              word_timestamps: bool, space: str) -> Iterator[Segment]:
+    """The segments of a running transcription: those already reported, then each as its
+    event arrives; at the end any the events did not carry (the result's own segments)."""
+    n = 0
+    for s in early:
+        n += 1
+        yield _segment(n, s, word_timestamps, space)
+    while final is None:
+        kind, value = events.get()
+        if kind == "raise":
+            raise value
+        if kind == "done":
+            if value.get("error"):
+                raise _error(value["error"])
+            final = value
+        elif value["type"] == "segments":
+            for s in value["segments"]:
+                n += 1
+                yield _segment(n, s, word_timestamps, space)
+    for s in final["segments"][n:]:
+        n += 1
+        yield _segment(n, s, word_timestamps, space)
 
 
 class BatchedInferencePipeline:

@@ -197,16 +197,30 @@ impl NativeEngine {
 
     /// Transcribes `inputs` ([`RawInput`]s) with the keyword `options`; returns the CLI's JSON
     /// (`{"results":[…],"stats":{…}}`, results in input order, a failed input carrying its
-    /// error). Bad options raise; a bad input fails alone.
-    #[pyo3(signature = (inputs, options=None, verbose=false))]
+    /// error). Bad options raise; a bad input fails alone. `on_event`, when given, is called
+    /// from the engine's threads with each progress event as JSON ([`event_json`]); what it
+    /// raises is ignored.
+    #[pyo3(signature = (inputs, options=None, verbose=false, on_event=None))]
     fn transcribe(
         &self,
         py: Python<'_>,
         inputs: Vec<RawInput>,
         options: Option<&Bound<'_, PyDict>>,
         verbose: bool,
+        on_event: Option<Py<PyAny>>,
     ) -> PyResult<String> {
-        let opts = options::decode_options(&self.engine.config().decode, options).py_err(py)?;
+        let mut opts = options::decode_options(&self.engine.config().decode, options).py_err(py)?;
+        if let Some(cb) = on_event {
+            opts.progress = dicta_engine::progress::Progress::new(move |e| {
+                let text = event_json(&e).to_string();
+                Python::attach(|py| {
+                    if let Err(err) = cb.call1(py, (text,)) {
+                        // The caller's bug must not stop the transcription; Python shows it.
+                        err.print(py);
+                    }
+                });
+            });
+        }
         let converted = inputs
             .iter()
             .map(|raw| to_input(py, raw))
@@ -408,4 +422,27 @@ fn _dicta(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("SAMPLE_RATE", SAMPLE_RATE)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
+}
+
+/// A progress event as `dicta.Engine.transcribe`'s `on_event` receives it: `{"type":
+/// "started"|"audio"|"language"|"segments", "input": i, …}` with `duration` (s), `seconds`
+/// (s finished), `language` and `probability`, or `segments` (verbose segments).
+fn event_json(e: &dicta_engine::progress::ProgressEvent) -> Value {
+    use dicta_engine::progress::ProgressEvent as E;
+    match e {
+        E::Started { input, duration } => {
+            json!({"type": "started", "input": input, "duration": duration})
+        }
+        E::Audio { input, seconds } => json!({"type": "audio", "input": input, "seconds": seconds}),
+        E::Language {
+            input,
+            language,
+            probability,
+        } => json!({"type": "language", "input": input, "language": language,
+                    "probability": probability}),
+        E::Segments { input, segments } => {
+            json!({"type": "segments", "input": input, "segments": segments})
+        }
+        _ => json!({"type": "other"}),
+    }
 }

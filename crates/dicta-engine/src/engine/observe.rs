@@ -103,6 +103,18 @@ impl Observer {
         }
     }
 
+    /// Input `i` is transcribed in `language` (a fact of the input, not of model times: never
+    /// held back).
+    pub(crate) fn language(&self, i: usize, language: String, probability: Option<f32>) {
+        let Some(s) = &self.0 else { return };
+        let _slots = Self::lock(s);
+        s.user.emit(ProgressEvent::Language {
+            input: i,
+            language,
+            probability,
+        });
+    }
+
     /// `segments` of input `i` are final (model times; held back when segments wait for the
     /// end of the call).
     pub(crate) fn segments(&self, i: usize, segments: Vec<Segment>) {
@@ -189,6 +201,15 @@ impl Observer {
             ProgressEvent::Segments { input, segments } => {
                 if let Some(&i) = indices.get(input) {
                     me.segments(i, segments);
+                }
+            }
+            ProgressEvent::Language {
+                input,
+                language,
+                probability,
+            } => {
+                if let Some(&i) = indices.get(input) {
+                    me.language(i, language, probability);
                 }
             }
             // Families never report it; the decode threads do.

@@ -103,6 +103,13 @@ pub(super) fn transcribe(engine: &Engine, inputs: &[Input], opts: &DecodeOptions
                     input,
                     duration: t.duration,
                 });
+                if let Some(language) = &t.language {
+                    progress.emit(ProgressEvent::Language {
+                        input,
+                        language: language.clone(),
+                        probability: t.language_probability,
+                    });
+                }
                 progress.emit(ProgressEvent::Audio {
                     input,
                     seconds: t.duration,

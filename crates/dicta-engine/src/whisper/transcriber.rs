@@ -237,6 +237,16 @@ impl<'m> WhisperTranscriber<'m> {
             &decoder,
             &mut out.batch_sizes,
         )?;
+        for (i, l) in languages.iter().enumerate() {
+            if let Ok(language) = l {
+                opts.progress
+                    .emit(crate::progress::ProgressEvent::Language {
+                        input: i,
+                        language: language.clone(),
+                        probability: language_probs[i],
+                    });
+            }
+        }
         let hotwords = self.hotwords(opts.hotwords.as_deref())?;
         let prefix = self.prefix(opts.prefix.as_deref())?;
         for (i, (audio, mel)) in audios.iter().zip(mels).enumerate() {
