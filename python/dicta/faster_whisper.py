@@ -284,12 +284,8 @@ class WhisperModel:
         language = None
         final = None
         while language is None and final is None:
-            kind, value = events.get()
-            if kind == "raise":
-                raise value
+            kind, value = _take(events)
             if kind == "done":
-                if value.get("error"):
-                    raise _error(value["error"])
                 final = value
             elif value["type"] == "started":
                 duration = value["duration"]
@@ -313,6 +309,17 @@ class WhisperModel:
         return _segments(events, early, final, opts["word_timestamps"], space), info
 
 
+def _take(events: "queue.Queue[Tuple[str, Any]]") -> Tuple[str, Any]:
+    """The next message of a running transcription: ``("event", e)`` or ``("done", result)``;
+    raises what failed it (the call, or the input)."""
+    kind, value = events.get()
+    if kind == "raise":
+        raise value
+    if kind == "done" and value.get("error"):
+        raise _error(value["error"])
+    return kind, value
+
+
 def _segments(events: "queue.Queue[Tuple[str, Any]]", early: List[dict], final: Optional[dict],
               word_timestamps: bool, space: str) -> Iterator[Segment]:
     """The segments of a running transcription: those already reported, then each as its
@@ -322,12 +329,8 @@ def _segments(events: "queue.Queue[Tuple[str, Any]]", early: List[dict], final: 
         n += 1
         yield _segment(n, s, word_timestamps, space)
     while final is None:
-        kind, value = events.get()
-        if kind == "raise":
-            raise value
+        kind, value = _take(events)
         if kind == "done":
-            if value.get("error"):
-                raise _error(value["error"])
             final = value
         elif value["type"] == "segments":
             for s in value["segments"]:
