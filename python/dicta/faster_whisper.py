@@ -239,6 +239,38 @@ class WhisperModel:
         """
         return self._transcribe(audio, dict(language=language, task=task, **options), chunk_length, {})
 
+    def detect_language(
+        self,
+        audio: Any = None,
+        features: Any = None,
+        vad_filter: bool = False,
+        vad_parameters: Any = None,
+        language_detection_segments: int = 1,
+        language_detection_threshold: float = 0.5,
+    ) -> Tuple[str, float, List[Tuple[str, float]]]:
+        """faster-whisper's ``detect_language``: the language of the first
+        ``language_detection_segments`` 30 s windows of ``audio`` (16 kHz mono float samples, a
+        path or a binary file; of its speech with ``vad_filter``), stopping at the first window
+        more probable than ``language_detection_threshold``, else the one most windows chose.
+        Returns ``(language, probability, all_language_probs)``, where ``all_language_probs``
+        holds the detected language alone. ``features`` are not taken (Dicta computes its own).
+        """
+        if audio is None:
+            raise errors.InvalidInput("audio is required (Dicta computes its own features from it)")
+        if not isinstance(language_detection_segments, int) or language_detection_segments < 1:
+            raise errors.InvalidInput(
+                f"language_detection_segments must be an int >= 1, got {language_detection_segments!r}")
+        if not vad_filter and not isinstance(audio, (str, os.PathLike)) and not hasattr(audio, "read"):
+            # Only the windows detection reads are decoded afterwards (one token each).
+            audio = audio[: language_detection_segments * 30 * SAMPLE_RATE]
+        _, info = self.transcribe(
+            audio, beam_size=1, temperature=0.0, max_new_tokens=1, condition_on_previous_text=False,
+            without_timestamps=True, vad_filter=vad_filter, vad_parameters=vad_parameters,
+            language_detection_segments=language_detection_segments,
+            language_detection_threshold=language_detection_threshold,
+        )
+        return info.language, info.language_probability, [(info.language, info.language_probability)]
+
     def _transcribe(self, audio: Any, options: dict, chunk_length: Optional[int], engine_defaults: dict):
         unknown = sorted(set(options) - set(_DEFAULTS))
         if unknown:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import wave
 from pathlib import Path
 
@@ -145,3 +146,23 @@ def test_progress_events_come_in_order_and_add_up_to_the_result():
     segments, info = model.transcribe(str(long_wav), beam_size=1)
     assert info.duration == result["duration"] and info.language == "en"
     assert [s.text for s in segments] == [s["text"] for s in result["segments"]]
+
+
+def test_detect_language_is_faster_whispers_on_base():
+    """faster-whisper's detection over several windows (whisper_base's language_reference.json,
+    made by make_language_reference.py with faster-whisper float32 on the same base weights)."""
+    base = os.environ.get("DICTA_TEST_BASE_DIR")
+    if not base:
+        pytest.skip("no multilingual model (DICTA_TEST_BASE_DIR)")
+    here = ROOT / "crates" / "dicta-engine" / "tests" / "fixtures" / "whisper_base"
+    ref = json.loads((here / "language_reference.json").read_text())
+    model = WhisperModel(base, compute_type="float32", cpu_threads=2)
+    for case in ref["cases"]:
+        # Each clip padded with silence to one 30 s window, as the fixture's script joins them.
+        clips = [read16(here / c) for c in case["clips"]]
+        audio = np.concatenate([np.pad(c, (0, 30 * 16000 - len(c))) for c in clips])
+        lang, prob, probs = model.detect_language(
+            audio, language_detection_segments=case["language_detection_segments"],
+            language_detection_threshold=case["language_detection_threshold"])
+        assert (lang, probs[0][0]) == (case["language"], case["language"]), case
+        assert abs(prob - case["language_probability"]) < 2e-3, (case, prob)
