@@ -202,17 +202,15 @@ class WhisperModel:
             progress=False,
         )
         self._engine = Engine(**self._args)
-        self._vad_engine: Optional[Engine] = None
+        self._with_vad = False
 
     def _engine_for(self, vad_filter: bool) -> Engine:
-        """The engine, loaded with Silero VAD (fetched on first use) once a call asks for it."""
-        if not vad_filter:
-            return self._vad_engine or self._engine
-        if self._vad_engine is None:
-            self._vad_engine = Engine(vad_model="silero-vad", **self._args)
-            # One loaded model: the plain engine is no longer needed.
-            self._engine = self._vad_engine
-        return self._vad_engine
+        """The engine, loaded again with Silero VAD (fetched on first use) the first time a
+        call asks for it, and kept so (one loaded model)."""
+        if vad_filter and not self._with_vad:
+            self._engine = Engine(vad_model="silero-vad", **self._args)
+            self._with_vad = True
+        return self._engine
 
     def transcribe(
         self,

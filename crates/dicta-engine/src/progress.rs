@@ -102,6 +102,17 @@ impl Progress {
         }
     }
 
+    /// Reports the `language` of `input` when someone listens.
+    pub(crate) fn language(&self, input: usize, language: &str, probability: Option<f32>) {
+        if self.is_active() {
+            self.emit(ProgressEvent::Language {
+                input,
+                language: language.to_string(),
+                probability,
+            });
+        }
+    }
+
     /// Reports `seconds` of `input` finished when someone listens.
     pub(crate) fn audio(&self, input: usize, seconds: f64) {
         if self.is_active() {

@@ -239,12 +239,7 @@ impl<'m> WhisperTranscriber<'m> {
         )?;
         for (i, l) in languages.iter().enumerate() {
             if let Ok(language) = l {
-                opts.progress
-                    .emit(crate::progress::ProgressEvent::Language {
-                        input: i,
-                        language: language.clone(),
-                        probability: language_probs[i],
-                    });
+                opts.progress.language(i, language, language_probs[i]);
             }
         }
         let hotwords = self.hotwords(opts.hotwords.as_deref())?;
@@ -635,36 +630,32 @@ impl<'m> WhisperTranscriber<'m> {
         }
     }
 
-    /// `DecodeOptions::hotwords` as tokens: `" " + hotwords.trim()`, at most 223 (faster-whisper's
-    /// `get_prompt`).
+    /// `DecodeOptions::hotwords` as tokens (faster-whisper's `get_prompt`; blank words are
+    /// none).
     fn hotwords(&self, hotwords: Option<&str>) -> Result<std::sync::Arc<[u32]>> {
-        let keep = self.model.config.n_text_ctx / 2 - 1;
-        Ok(match hotwords.map(str::trim) {
-            Some(h) if !h.is_empty() => {
-                // Only the first 223 tokens are used: tokenize a head that surely holds them.
-                let h = dicta_core::text::prompt_head(h, dicta_core::text::PROMPT_TAIL_BYTES);
-                let mut t = self.model.tokenizer.encode(&format!(" {h}"))?;
-                t.truncate(keep);
-                t.into()
-            }
-            _ => std::sync::Arc::from([]),
-        })
+        match hotwords.map(str::trim) {
+            Some(h) if !h.is_empty() => self.head_tokens(h),
+            _ => Ok(std::sync::Arc::from([])),
+        }
     }
 
-    /// `DecodeOptions::prefix` as tokens: `" " + prefix.trim()`, at most 223 (faster-whisper's
-    /// `get_prompt`; an empty prefix is none, as there).
+    /// `DecodeOptions::prefix` as tokens (faster-whisper's `get_prompt`; an empty prefix is
+    /// none, as there, while a blank one is a space).
     fn prefix(&self, prefix: Option<&str>) -> Result<std::sync::Arc<[u32]>> {
+        match prefix {
+            Some(p) if !p.is_empty() => self.head_tokens(p),
+            _ => Ok(std::sync::Arc::from([])),
+        }
+    }
+
+    /// `" " + text.trim()` as tokens, at most 223 (how faster-whisper's `get_prompt` reads the
+    /// hotwords and the prefix). Only a head of the text that surely holds them is tokenized.
+    fn head_tokens(&self, text: &str) -> Result<std::sync::Arc<[u32]>> {
         let keep = self.model.config.n_text_ctx / 2 - 1;
-        Ok(match prefix {
-            Some(p) if !p.is_empty() => {
-                let p =
-                    dicta_core::text::prompt_head(p.trim(), dicta_core::text::PROMPT_TAIL_BYTES);
-                let mut t = self.model.tokenizer.encode(&format!(" {p}"))?;
-                t.truncate(keep);
-                t.into()
-            }
-            _ => std::sync::Arc::from([]),
-        })
+        let head = dicta_core::text::prompt_head(text.trim(), dicta_core::text::PROMPT_TAIL_BYTES);
+        let mut t = self.model.tokenizer.encode(&format!(" {head}"))?;
+        t.truncate(keep);
+        Ok(t.into())
     }
 
     /// faster-whisper's `get_prompt`: `<|startofprev|>` + the hotwords + the last 223 previous
