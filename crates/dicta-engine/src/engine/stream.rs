@@ -18,6 +18,7 @@ use std::sync::{Arc, MutexGuard};
 use dicta_core::Result;
 
 use super::{Backend, Engine};
+use crate::stream::session::check_vad;
 use crate::stream::{
     CtcStreamDecoder, Honours, Session, SessionOptions, StreamConfig, StreamEngine, WorkerStats,
 };
@@ -44,7 +45,12 @@ impl Engine {
             Backend::Moonshine(_) => Honours::Moonshine,
             Backend::Ctc(_) => Honours::Ctc,
         };
-        honours.check(&opts.decode)
+        honours.check(&opts.decode)?;
+        check_vad(
+            opts,
+            self.vad.is_some(),
+            matches!(self.backend, Backend::Ctc(_)),
+        )
     }
 
     /// Counters of the stream worker (model calls, batch sizes); `None` before the first
@@ -115,6 +121,10 @@ impl Engine {
             Backend::Moonshine(m) => {
                 StreamEngine::moonshine(Arc::clone(m), self.stream_decode_options(), cfg)?
             }
+        };
+        let engine = match &self.vad {
+            Some(vad) => engine.with_vad(vad.clone()),
+            None => engine,
         };
         tracing::info!(family = ?self.family(), "stream worker started");
         let engine = Arc::new(engine);

@@ -16,6 +16,7 @@ use super::moonshine::MoonshineChunkModel;
 use super::whisper::{WhisperBackend, WhisperChunkModel, WhisperGeometry, WhisperSession};
 use super::worker::{with_threads, StreamModel, Worker, WorkerConfig, WorkerStats};
 use super::{EndpointOptions, Event};
+use crate::vad::{OnlineVad, Vad, VadOptions};
 use crate::whisper::{check_english_only, check_language_task, DecodeOptions, InputOptions, Task};
 
 /// Settings of a stream engine.
@@ -102,6 +103,11 @@ impl Honours {
 pub struct SessionOptions {
     /// CTC endpointing (Whisper finalises by agreement).
     pub endpoint: EndpointOptions,
+    /// Whisper and Moonshine: end utterances where the voice activity detector hears silence
+    /// (the engine needs a detector: [`StreamEngine::with_vad`]); `None`: no detector, words are
+    /// final by agreement alone. See [`super::whisper`] for what an utterance end does, and
+    /// [`endpointing_vad_options`] for the usual settings.
+    pub vad: Option<VadOptions>,
     /// The session's own language, task, initial prompt and hotwords (Whisper; a Moonshine
     /// session takes only language "en" and transcription, a CTC session none of them). Its decodes still share the
     /// worker's batches with every other session.
@@ -149,6 +155,19 @@ pub struct StreamEngine {
     backend: Backend,
     max_sessions: usize,
     next_id: AtomicU64,
+    /// The detector sessions with [`SessionOptions::vad`] run (their own state each).
+    vad: Option<Vad>,
+}
+
+/// Stream endpointing's defaults: faster-whisper's VAD options with 600 ms of silence to end
+/// an utterance (its 2 s default suits cutting recordings, not answering a speaker) and 300 ms
+/// of padding.
+pub fn endpointing_vad_options() -> VadOptions {
+    VadOptions {
+        min_silence_duration_ms: 600,
+        speech_pad_ms: 300,
+        ..VadOptions::default()
+    }
 }
 
 impl StreamEngine {
@@ -257,18 +276,43 @@ impl StreamEngine {
             backend,
             max_sessions: config.max_sessions,
             next_id: AtomicU64::new(1),
+            vad: None,
         }
+    }
+
+    /// This engine with a voice activity detector, which sessions opened with
+    /// [`SessionOptions::vad`] run on their audio (on the caller's thread: Silero costs
+    /// about 1% of a core per real-time stream).
+    pub fn with_vad(mut self, vad: Vad) -> Self {
+        self.vad = Some(vad);
+        self
+    }
+
+    /// Checks `opts` as [`StreamEngine::open_session`] does, opening nothing.
+    ///
+    /// Errors: `InvalidInput` naming what the model (or a missing detector) cannot honour.
+    pub fn check_session_options(&self, opts: &SessionOptions) -> Result<()> {
+        opts.endpoint.validate()?;
+        match &self.backend {
+            Backend::Whisper(b) => b.accepts.check(&opts.decode)?,
+            Backend::Ctc(_) => Honours::Ctc.check(&opts.decode)?,
+        }
+        check_vad(
+            opts,
+            self.vad.is_some(),
+            matches!(self.backend, Backend::Ctc(_)),
+        )
     }
 
     /// Opens a session sharing this engine's model and worker.
     ///
     /// Errors: `Overloaded` when `max_sessions` are open; `InvalidInput` for bad options.
     pub fn open_session(&self, opts: SessionOptions) -> Result<Session> {
-        opts.endpoint.validate()?;
-        match &self.backend {
-            Backend::Whisper(b) => b.accepts.check(&opts.decode)?,
-            Backend::Ctc(_) => Honours::Ctc.check(&opts.decode)?,
-        }
+        self.check_session_options(&opts)?;
+        let gate = match (&opts.vad, &self.vad) {
+            (Some(o), Some(vad)) => Some(Box::new(OnlineVad::new(vad.clone(), o)?)),
+            _ => None,
+        };
         if self.backend.open_sessions() >= self.max_sessions {
             return Err(Error::new(
                 ErrorKind::Overloaded,
@@ -282,9 +326,11 @@ impl StreamEngine {
         self.backend.opened();
         let core = match &self.backend {
             Backend::Ctc(b) => Core::Ctc(CtcSession::new(Arc::clone(b), opts.endpoint)),
-            Backend::Whisper(b) => {
-                Core::Whisper(WhisperSession::new(Arc::clone(b), Arc::new(opts.decode)))
-            }
+            Backend::Whisper(b) => Core::Whisper(WhisperSession::new(
+                Arc::clone(b),
+                Arc::new(opts.decode),
+                gate,
+            )),
         };
         Ok(Session {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
@@ -319,6 +365,28 @@ impl StreamEngine {
             Backend::Ctc(_) => None,
         }
     }
+}
+
+/// `InvalidInput` when a session asks for VAD endpointing that cannot run: on a CTC model
+/// (its streams end utterances on their own trailing silence, [`SessionOptions::endpoint`]) or
+/// without a loaded detector; or with options out of range.
+pub(crate) fn check_vad(opts: &SessionOptions, have_vad: bool, ctc: bool) -> Result<()> {
+    let Some(o) = &opts.vad else {
+        return Ok(());
+    };
+    if ctc {
+        return Err(Error::invalid_input(
+            "CTC streams end utterances on their own trailing silence (endpoint options); \
+             VAD endpointing is for Whisper and Moonshine streams",
+        ));
+    }
+    if !have_vad {
+        return Err(Error::invalid_input(
+            "VAD endpointing needs a voice activity detector, and none is loaded \
+             (EngineConfig::vad_model; dicta serve: --vad-model, without --no-vad)",
+        ));
+    }
+    o.validate()
 }
 
 enum Core {

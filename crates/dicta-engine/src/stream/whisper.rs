@@ -3,6 +3,12 @@
 //! confirmed segments, so each decode sees at most one 30 s window however long the stream. The
 //! decodes of many sessions are batched by the worker.
 //!
+//! With a voice activity detector ([`super::SessionOptions::vad`]) a session also ends
+//! utterances on silence: once `min_silence_duration_ms` of silence follows speech, the buffer
+//! is decoded once more right there (not at the next step), every pending word becomes final,
+//! and the next utterance starts afresh; and while no utterance is in progress no step calls
+//! the model (the buffer keeps only `speech_pad_ms` of audio for the next one).
+//!
 //! Moonshine streams run the same session logic over [`super::moonshine::MoonshineChunkModel`]
 //! with their own geometry ([`WhisperGeometry::for_moonshine`]): a shorter buffer, and cuts at
 //! the quietest point before the confirmed text (Moonshine has no timestamps to cut by), so each
@@ -18,6 +24,7 @@ use dicta_models::whisper::Whisper;
 use super::agreement::LocalAgreement;
 use super::worker::{StreamModel, Worker};
 use super::{Event, EventKind, SAMPLE_RATE};
+use crate::vad::{Activity, Endpoint, OnlineVad};
 use crate::whisper::{DecodeOptions, InputOptions, WhisperTranscriber};
 
 /// Whisper as a [`StreamModel`]: one call decodes the buffers of many sessions as one batch.
@@ -211,12 +218,20 @@ pub(crate) struct WhisperSession {
     last_partial: String,
     /// The session's own decode options (shared with its requests).
     options: Arc<InputOptions>,
+    /// The voice activity detector that ends utterances ([`super::SessionOptions::vad`]).
+    /// (Boxed: most sessions run without one.)
+    gate: Option<Box<OnlineVad>>,
 }
 
 impl WhisperSession {
-    pub fn new(backend: Arc<WhisperBackend>, options: Arc<InputOptions>) -> Self {
+    pub fn new(
+        backend: Arc<WhisperBackend>,
+        options: Arc<InputOptions>,
+        gate: Option<Box<OnlineVad>>,
+    ) -> Self {
         Self {
             options,
+            gate,
             agreement: new_agreement(&backend.geometry),
             backend,
             buffer: Vec::new(),
@@ -236,6 +251,9 @@ impl WhisperSession {
         self.segment_ends.clear();
         self.last_tokens.clear();
         self.last_partial.clear();
+        if let Some(g) = &mut self.gate {
+            g.reset();
+        }
     }
 
     /// Samples held (buffer + not yet decoded).
@@ -249,20 +267,52 @@ impl WhisperSession {
         alive: &Arc<AtomicBool>,
         samples: &[f32],
     ) -> Result<Vec<Event>> {
+        if let Some(g) = &mut self.gate {
+            g.push(samples)?;
+        }
         self.incoming.extend_from_slice(samples);
         let mut events = Vec::new();
         let mut taken = 0;
         // Decode points depend only on the stream's samples (whole steps, sized by the buffer
-        // at that point), so the block size never changes them.
+        // at that point; utterance ends where the detector decided them), so the block size
+        // never changes them.
         loop {
             let step = self.backend.geometry.next_step(self.buffer.len());
-            if self.incoming.len() - taken < step {
+            let buffer_end = self.buffer_start + self.buffer.len() as u64;
+            let available = self.incoming.len() - taken;
+            // An utterance that ends before the next step is due: decode it to its end now,
+            // without waiting for the rest of the step.
+            if let Some(end) = self.gate.as_deref().and_then(OnlineVad::next_end) {
+                let reach = buffer_end + step.min(available) as u64;
+                if end.at <= reach {
+                    let n = end.at.saturating_sub(buffer_end) as usize;
+                    self.buffer
+                        .extend_from_slice(&self.incoming[taken..taken + n]);
+                    taken += n;
+                    if let Some(g) = &mut self.gate {
+                        g.take_end();
+                    }
+                    if let Err(e) = self.end_utterance(id, alive, end, &mut events) {
+                        self.incoming.drain(..taken);
+                        return Err(e);
+                    }
+                    continue;
+                }
+            }
+            if available < step {
                 break;
             }
             self.buffer
                 .extend_from_slice(&self.incoming[taken..taken + step]);
             taken += step;
-            if let Err(e) = self.decode_step(id, alive, &mut events) {
+            let result = if self.quiet() {
+                self.skip_quiet();
+                Ok(())
+            } else {
+                self.start_at_onset();
+                self.decode_step(id, alive, &mut events, true)
+            };
+            if let Err(e) = result {
                 self.incoming.drain(..taken);
                 return Err(e);
             }
@@ -279,7 +329,11 @@ impl WhisperSession {
         } else {
             let rest = std::mem::take(&mut self.incoming);
             self.buffer.extend_from_slice(&rest);
-            self.decode_step(id, alive, &mut events)
+            if self.quiet() {
+                Ok(())
+            } else {
+                self.decode_step(id, alive, &mut events, true)
+            }
         };
         if let Err(e) = result {
             self.reset();
@@ -293,11 +347,118 @@ impl WhisperSession {
         Ok(events)
     }
 
+    /// With a detector: whether the buffer's end falls outside any utterance and no word
+    /// waits for confirmation, so a decode would only hear silence (or a burst too short to
+    /// count yet).
+    fn quiet(&self) -> bool {
+        let Some(g) = &self.gate else {
+            return false;
+        };
+        let end = self.buffer_start + self.buffer.len() as u64;
+        self.agreement.pending().is_empty()
+            && matches!(g.activity_at(end), Activity::Quiet | Activity::Onset { .. })
+    }
+
+    /// Drops a quiet buffer without a model call, keeping `speech_pad_ms` before its end (or
+    /// before a burst that may still start an utterance) for the utterance that comes next.
+    fn skip_quiet(&mut self) {
+        let Some(g) = &mut self.gate else {
+            return;
+        };
+        let end = self.buffer_start + self.buffer.len() as u64;
+        let from = match g.activity_at(end) {
+            Activity::Onset { start } => start,
+            _ => end,
+        }
+        .saturating_sub(g.pad());
+        let drop = (from.saturating_sub(self.buffer_start) as usize).min(self.buffer.len());
+        if drop == 0 {
+            return;
+        }
+        self.buffer.drain(..drop);
+        self.buffer_start += drop as u64;
+        g.forget_before(self.buffer_start);
+        self.agreement
+            .buffer_starts_at(self.buffer_start as f64 / SAMPLE_RATE as f64);
+    }
+
+    /// With a detector, before the first decode of an utterance: drops the buffer's audio
+    /// before `speech_pad_ms` ahead of the utterance's first speech window. A quiet buffer is
+    /// only trimmed at whole steps, so it may still hold up to a step of silence before the
+    /// speech, and Whisper tends to start its first segment at the buffer's start, which would
+    /// put the first words in that silence.
+    fn start_at_onset(&mut self) {
+        let Some(g) = &mut self.gate else {
+            return;
+        };
+        if !self.agreement.pending().is_empty() {
+            return;
+        }
+        let end = self.buffer_start + self.buffer.len() as u64;
+        let Activity::Speech { start } = g.activity_at(end) else {
+            return;
+        };
+        let from = start.saturating_sub(g.pad());
+        let drop = (from.saturating_sub(self.buffer_start) as usize).min(self.buffer.len());
+        if drop == 0 {
+            return;
+        }
+        self.buffer.drain(..drop);
+        self.buffer_start += drop as u64;
+        g.forget_before(self.buffer_start);
+        self.agreement
+            .buffer_starts_at(self.buffer_start as f64 / SAMPLE_RATE as f64);
+    }
+
+    /// The detector ended an utterance (the buffer now reaches `end.at`): decode it once more
+    /// and make every word of it final, then start the next utterance afresh at `end.at` (a
+    /// new agreement: its words are not checked against this one's). The decode hears the
+    /// silence that ended it too: cut at the detector's speech end plus the pad, a trailing word
+    /// the detector heard as silence ("Americans" trailing off) was lost.
+    fn end_utterance(
+        &mut self,
+        id: u64,
+        alive: &Arc<AtomicBool>,
+        end: Endpoint,
+        events: &mut Vec<Event>,
+    ) -> Result<()> {
+        let decoded = if self.buffer.is_empty() {
+            Ok(())
+        } else {
+            self.decode_step(id, alive, events, false)
+        };
+        let rest = self.agreement.flush();
+        if let Some(e) = final_event(rest) {
+            events.push(e);
+        }
+        self.buffer.clear();
+        self.buffer_start = end.at;
+        self.agreement = new_agreement(&self.backend.geometry);
+        self.agreement
+            .buffer_starts_at(end.at as f64 / SAMPLE_RATE as f64);
+        self.segment_ends.clear();
+        self.last_tokens.clear();
+        self.last_partial.clear();
+        if let Some(g) = &mut self.gate {
+            g.forget_before(end.at);
+        }
+        tracing::debug!(
+            session = id,
+            speech_end = end.speech_end as f64 / SAMPLE_RATE as f64,
+            at = end.at as f64 / SAMPLE_RATE as f64,
+            "stream utterance ended on silence"
+        );
+        decoded
+    }
+
+    /// One decode of the buffer: confirms what agrees with the last hypothesis, trims the
+    /// buffer, and (when `partial`) reports the pending words as a partial.
     fn decode_step(
         &mut self,
         id: u64,
         alive: &Arc<AtomicBool>,
         events: &mut Vec<Event>,
+        partial: bool,
     ) -> Result<()> {
         if self.backend.geometry.cut_at_pauses
             && self.agreement.pending().is_empty()
@@ -361,6 +522,9 @@ impl WhisperSession {
             events.push(e);
         }
         self.trim(events);
+        if !partial {
+            return Ok(());
+        }
         let pending = join(self.agreement.pending());
         if pending != self.last_partial {
             if !pending.is_empty() {

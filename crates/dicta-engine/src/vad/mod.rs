@@ -9,8 +9,11 @@
 //!   (faster-whisper's `SpeechTimestampsMap` and `restore_speech_timestamps`).
 //! - [`Vad`]: a loaded detector; [`Vad::detect`] runs it on many inputs, decoding them in
 //!   parallel, each input failing alone.
+//! - [`OnlineVad`]: the detector over a live stream, window by window, for streams that end
+//!   utterances on silence.
 
 mod filter;
+mod online;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -25,6 +28,7 @@ pub use dicta_core::VadOptions;
 use crate::engine::Input;
 
 pub(crate) use filter::SpeechFilter;
+pub use online::{Activity, Endpoint, OnlineVad};
 
 /// Sample rate the detector runs at.
 const RATE: f64 = dicta_audio::SAMPLE_RATE as f64;
