@@ -311,6 +311,12 @@ class Engine:
         ``language``, ``initial_prompt`` and ``hotwords`` (its decodes still share the
         engine's batches); Moonshine takes ``language="en"`` only.
 
+        ``vad=True`` (Whisper and Moonshine; the engine needs ``vad_model``) ends utterances where
+        the voice activity detector hears silence: the words so far become final at once, and
+        quiet stretches cost no model call. ``vad_parameters`` takes faster-whisper's VAD option
+        names over the endpointing defaults (``min_silence_duration_ms`` 600,
+        ``speech_pad_ms`` 300).
+
         Raises:
             Overloaded: the engine's session limit is reached.
         """

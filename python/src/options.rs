@@ -71,6 +71,8 @@ pub(crate) const SESSION_OPTIONS: &[&str] = &[
     "task",
     "initial_prompt",
     "hotwords",
+    "vad",
+    "vad_parameters",
 ];
 
 /// `"transcribe"` or `"translate"`.
@@ -238,10 +240,13 @@ fn vad_parameters(mut vad: VadOptions, v: &Bound<'_, PyAny>) -> Result<VadOption
     Ok(vad)
 }
 
-/// The endpointing of one streaming session (CTC models; Whisper and Moonshine finalise by
-/// agreement): `min_trailing_silence` / `max_utterance` in seconds, `None` for never.
+/// The endpointing of one streaming session: CTC models by `min_trailing_silence` /
+/// `max_utterance` in seconds (`None` for never); Whisper and Moonshine by agreement, and with
+/// `vad=True` where the engine's voice activity detector hears silence (`vad_parameters`:
+/// faster-whisper's names over the endpointing defaults, 600 ms of silence, 300 ms of pad).
 pub(crate) fn session_options(kwargs: Option<&Bound<'_, PyDict>>) -> Result<SessionOptions> {
     let mut o = SessionOptions::default();
+    let (mut vad_on, mut vad) = (false, VadOptions::endpointing());
     if let Some(kwargs) = kwargs {
         for (k, v) in kwargs.iter() {
             let key: String = get("option name", &k, "a str")?;
@@ -255,10 +260,18 @@ pub(crate) fn session_options(kwargs: Option<&Bound<'_, PyDict>>) -> Result<Sess
                 "task" => o.decode.task = Some(task(&key, &v)?),
                 "initial_prompt" => o.decode.initial_prompt = get(&key, &v, "a str or None")?,
                 "hotwords" => o.decode.hotwords = get(&key, &v, "a str or None")?,
+                "vad" => vad_on = get(&key, &v, "a bool")?,
+                "vad_parameters" => {
+                    if !v.is_none() {
+                        vad = vad_parameters(vad, &v)?;
+                    }
+                }
                 other => return Err(unknown("session option", other, SESSION_OPTIONS)),
             }
         }
     }
     o.endpoint.validate()?;
+    vad.validate()?;
+    o.vad = vad_on.then_some(vad);
     Ok(o)
 }

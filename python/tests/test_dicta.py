@@ -269,6 +269,44 @@ def test_sessions_take_their_own_prompt_and_hotwords(engine):
         engine.open_session(hotword="x")
 
 
+def vad_dir() -> str:
+    d = os.environ.get("DICTA_TEST_VAD_DIR")
+    if d:
+        return d
+    d = Path.home() / ".cache" / "dicta" / "models" / "silero-vad"
+    if not (d / "silero_vad_v6.onnx").is_file():
+        pytest.skip("no Silero VAD (set DICTA_TEST_VAD_DIR)")
+    return str(d)
+
+
+def test_sessions_end_utterances_on_silence(engine):
+    # JFK's sentence, 0.5 s of silence, then a second one; with `vad=True` the first sentence is
+    # all final before any of the second is fed.
+    jfk = dicta.decode_audio(str(JFK))
+    audio = np.concatenate([jfk, np.zeros(8000, dtype=np.float32), jfk])
+    second = len(jfk) + 8000
+    with_vad = dicta.Engine(model_dir(), threads=2, vad_model=vad_dir())
+    with with_vad.open_session(vad=True, vad_parameters={"min_silence_duration_ms": 300}) as s:
+        fed, first_done = 0, None
+        events = []
+        for i in range(0, len(audio), 1600):
+            events += s.feed(audio[i : i + 1600])
+            fed = min(i + 1600, len(audio))
+            text = finals(events).lower()
+            if first_done is None and text.rstrip(".!? ").endswith("for your country"):
+                first_done = fed
+        events += s.end()
+    assert first_done is not None and first_done <= second, (first_done, second, finals(events))
+    assert finals(events).lower().count("your country") == 4, finals(events)
+    # Options are checked by name and range; an engine without a detector refuses `vad=True`.
+    with pytest.raises(dicta.InvalidInput, match="min_silence"):
+        with_vad.open_session(vad=True, vad_parameters={"min_silence": 300})
+    with pytest.raises(dicta.InvalidInput, match="threshold"):
+        with_vad.open_session(vad=True, vad_parameters={"threshold": 2.0})
+    with pytest.raises(dicta.InvalidInput, match="voice activity detector"):
+        engine.open_session(vad=True)
+
+
 def test_sessions_in_threads_share_the_worker(engine):
     clips = [dicta.decode_audio(p) for p in (str(JFK), str(WAV_16K), str(MP3))]
     alone = [stream(engine, c, 4000) for c in clips]

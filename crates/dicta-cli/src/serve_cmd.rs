@@ -94,6 +94,11 @@ pub struct ServeArgs {
     /// Moonshine, 0.64 for CTC).
     #[arg(long)]
     pub stream_step_seconds: Option<f32>,
+    /// Whisper and Moonshine streams end utterances where the voice activity detector hears
+    /// silence, unless a stream asks otherwise (`vad=false`); without it a stream endpoints
+    /// only when it asks (`vad=true`). Needs the detector (not with --no-vad).
+    #[arg(long)]
+    pub stream_vad: bool,
     /// Longest wait for a request's headers, from the connection's start or the end of its
     /// previous response (seconds); slower or idle connections are closed.
     #[arg(long, default_value_t = 15.0)]
@@ -152,6 +157,8 @@ pub struct ServeArgs {
 struct EngineBackend {
     engine: Engine,
     name: String,
+    /// Streams end utterances on silence unless they say otherwise (`--stream-vad`).
+    stream_vad: bool,
 }
 
 impl EngineBackend {
@@ -315,18 +322,28 @@ impl Backend for EngineBackend {
     }
 
     fn open_stream(&self, options: StreamOptions) -> dicta_core::Result<Box<dyn StreamSession>> {
-        let session = self.engine.open_session(session_options(&options))?;
+        let session = self
+            .engine
+            .open_session(session_options(&options, self.stream_vad))?;
         Ok(Box::new(EngineStream(session)))
     }
 
     fn check_stream_options(&self, options: &StreamOptions) -> dicta_core::Result<()> {
-        self.engine.check_session_options(&session_options(options))
+        self.engine
+            .check_session_options(&session_options(options, self.stream_vad))
     }
 }
 
-/// The engine's session options for a stream's: its own language, task, prompt and hotwords.
-fn session_options(options: &StreamOptions) -> SessionOptions {
+/// The engine's session options for a stream's: its own language, task, prompt and hotwords,
+/// and VAD endpointing where it asks for it (or by the server's default, `vad_default`).
+fn session_options(options: &StreamOptions, vad_default: bool) -> SessionOptions {
     SessionOptions {
+        vad: options.vad.unwrap_or(vad_default).then(|| {
+            options
+                .vad_parameters
+                .clone()
+                .unwrap_or_else(dicta_core::VadOptions::endpointing)
+        }),
         decode: InputOptions {
             language: options.language.clone(),
             task: options.task,
@@ -379,6 +396,9 @@ pub fn run(args: &ServeArgs, g: &Globals) -> Result<u8> {
             }
         }
     };
+    if args.stream_vad && vad_model.is_none() {
+        anyhow::bail!("--stream-vad needs a voice activity detector (drop --no-vad)");
+    }
     let speaker_model = match (&args.speaker_model, &vad_model) {
         (None, _) => None,
         (Some(_), None) => {
@@ -419,6 +439,7 @@ pub fn run(args: &ServeArgs, g: &Globals) -> Result<u8> {
         backends.push(Arc::new(EngineBackend {
             engine,
             name: name.clone(),
+            stream_vad: args.stream_vad,
         }));
     }
     let server = ServerConfig {

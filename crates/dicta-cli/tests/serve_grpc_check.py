@@ -116,6 +116,49 @@ def separate_channels(asr, a):
           f"StreamingRecognize per channel -> {code} {details}")
 
 
+def endpointing(asr, a):
+    """Riva's `endpointing_config` ends a stream's utterance where the server's voice activity
+    detector hears silence: JFK's sentence and 0.5 s of silence, then the request stream is held
+    open until its last word comes back final (or 30 s pass). Without it the last word only comes
+    after the requests end. Riva's frame-fraction thresholds are refused by name."""
+    with wave.open(a.wav16, "rb") as w:
+        pcm = w.readframes(w.getnframes()) + b"\0\0" * 8000
+    last = words(a.expect16)[-1]
+
+    def run(endpoint):
+        cfg = riva.client.RecognitionConfig(encoding=riva.client.AudioEncoding.LINEAR_PCM, sample_rate_hertz=16000,
+                                            language_code="en-US")
+        if endpoint:
+            riva.client.add_endpoint_parameters_to_config(cfg, 0, 0, 300, 0, 0, 0)
+        scfg = riva.client.StreamingRecognitionConfig(config=cfg, interim_results=False)
+        done, held = threading.Event(), {}
+
+        def chunks():
+            for i in range(0, len(pcm), 3200):
+                yield pcm[i : i + 3200]
+            held["final_before_end"] = done.wait(30 if endpoint else 5)
+
+        texts = []
+        for resp in asr.streaming_response_generator(audio_chunks=chunks(), streaming_config=scfg):
+            for r in resp.results:
+                if r.is_final:
+                    texts.append(r.alternatives[0].transcript)
+                    if words(texts[-1])[-1:] == [last]:
+                        done.set()
+        return texts, held.get("final_before_end")
+
+    texts, early = run(True)
+    check(early, f"endpointing_config: the last word final before the requests end ({texts!r})")
+    check(word_errors(a.expect16, " ".join(texts)) <= 3, f"endpointed finals {texts!r}")
+    texts, early = run(False)
+    check(not early and words(" ".join(texts))[-1:] == [last], f"without endpointing the last word comes at the end ({texts!r})")
+    cfg = riva.client.RecognitionConfig(encoding=riva.client.AudioEncoding.LINEAR_PCM, sample_rate_hertz=16000)
+    riva.client.add_endpoint_parameters_to_config(cfg, 0, 0.5, 300, 0, 0, 0)
+    scfg = riva.client.StreamingRecognitionConfig(config=cfg)
+    code, details, _ = code_of(lambda: list(asr.streaming_response_generator(audio_chunks=iter([pcm[:3200]]), streaming_config=scfg)))
+    check(code == grpc.StatusCode.INVALID_ARGUMENT and "start_threshold" in details, f"start_threshold -> {code} {details}")
+
+
 def boosting_and_custom_configuration(asr, a, frames, rate):
     """Word boosting and custom_configuration, set with the Riva client's own helpers, give the
     CLI's texts for --hotwords and the same decoding flags; bad ones are refused by name."""
@@ -244,6 +287,7 @@ def main():
 
     boosting_and_custom_configuration(asr, a, frames, rate)
     separate_channels(asr, a)
+    endpointing(asr, a)
 
     if audioop is None:
         print("note: no audioop (Python >= 3.13): stereo and G.711 checks skipped")

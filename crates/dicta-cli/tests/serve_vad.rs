@@ -202,3 +202,58 @@ fn vad_filter_on_every_route() {
     assert_eq!(code, 200);
     let _ = std::fs::remove_dir_all(&tmp);
 }
+
+/// VAD endpointing of WebSocket streams with the `websockets` client
+/// (`serve_stream_vad_check.py`): `vad` and `vad_parameters` in the query string and in `config`
+/// messages; with them JFK's last word is final before the client ends the stream, without
+/// them only after; a bad option is refused by name; a server without a detector refuses
+/// `vad=true` with 400; and `--stream-vad` needs the detector.
+#[test]
+fn websocket_streams_end_utterances_on_silence() {
+    let (Some(model), Some(vad)) = (model_dir(), vad_dir()) else {
+        return;
+    };
+    if !common::python_has("websockets") {
+        return;
+    }
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/serve_stream_vad_check.py"
+    );
+    let wav = format!("{DATA}/openai_whisper/jfk.16k.wav");
+    let jfk = "And so my fellow Americans, ask not what your country can do for you, ask what you \
+               can do for your country.";
+    let vad = vad.display().to_string();
+    let server = Server::start(&model, &["--vad-model", &vad]);
+    let url = format!("{}/v1/stream", server.base.replace("http://", "ws://"));
+    let status = std::process::Command::new("python3")
+        .arg(script)
+        .args(["--url", &url, "--wav", &wav, "--expect", jfk])
+        .status()
+        .unwrap();
+    assert!(status.success(), "WebSocket VAD endpointing check failed");
+    assert_eq!(server.terminate(), 0);
+
+    let server = Server::start(&model, &["--no-vad"]);
+    let url = format!("{}/v1/stream", server.base.replace("http://", "ws://"));
+    let status = std::process::Command::new("python3")
+        .arg(script)
+        .args(["--url", &url, "--no-detector"])
+        .status()
+        .unwrap();
+    assert!(
+        status.success(),
+        "a server without a detector took vad=true"
+    );
+    drop(server);
+
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_dicta"))
+        .args(["serve", "--model"])
+        .arg(&model)
+        .args(["--no-vad", "--stream-vad", "--port", "0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--stream-vad"), "{err}");
+}

@@ -75,4 +75,67 @@ impl VadOptions {
         self.neg_threshold
             .unwrap_or_else(|| (self.threshold - 0.15).max(0.01))
     }
+
+    /// The defaults of stream endpointing (a live stream that ends utterances on silence):
+    /// faster-whisper's options with 600 ms of silence to end an utterance (its 2 s suit cutting
+    /// a recording, not answering a speaker) and 300 ms of padding.
+    pub fn endpointing() -> Self {
+        Self {
+            min_silence_duration_ms: 600,
+            speech_pad_ms: 300,
+            ..Self::default()
+        }
+    }
+
+    /// These options with the fields of a JSON object set (faster-whisper's names; `null`
+    /// `max_speech_duration_s` is no limit), checked. Errors name an unknown field or a value
+    /// of the wrong type or range.
+    pub fn overlaid(&self, fields: &serde_json::Value) -> Result<Self> {
+        let serde_json::Value::Object(given) = fields else {
+            return Err(Error::invalid_input(format!(
+                "VAD options must be a JSON object, got {fields}"
+            )));
+        };
+        let mut merged = match serde_json::to_value(self) {
+            Ok(serde_json::Value::Object(m)) => m,
+            _ => return Err(Error::internal("VAD options do not serialise to an object")),
+        };
+        for (k, v) in given {
+            merged.insert(k.clone(), v.clone());
+        }
+        let o: Self = serde_json::from_value(serde_json::Value::Object(merged))
+            .map_err(|e| Error::invalid_input(format!("bad VAD options: {e}")))?;
+        o.validate()?;
+        Ok(o)
+    }
+}
+
+#[cfg(test)]
+mod overlay_tests {
+    use super::*;
+
+    #[test]
+    fn fields_override_the_base_and_bad_ones_are_refused() {
+        let base = VadOptions::endpointing();
+        let o = base
+            .overlaid(&serde_json::json!({"min_silence_duration_ms": 300, "threshold": 0.6}))
+            .unwrap();
+        assert_eq!(o.min_silence_duration_ms, 300);
+        assert_eq!(o.threshold, 0.6);
+        assert_eq!(o.speech_pad_ms, base.speech_pad_ms);
+        let o = base
+            .overlaid(&serde_json::json!({"max_speech_duration_s": 20}))
+            .unwrap();
+        assert_eq!(o.max_speech_duration_s, 20.0);
+        assert_eq!(base.overlaid(&serde_json::json!({})).unwrap(), base);
+        for bad in [
+            serde_json::json!({"min_silence": 3}),
+            serde_json::json!({"threshold": 2.0}),
+            serde_json::json!({"speech_pad_ms": "x"}),
+            serde_json::json!([1]),
+        ] {
+            let e = base.overlaid(&bad).unwrap_err();
+            assert_eq!(e.kind, crate::ErrorKind::InvalidInput, "{bad}");
+        }
+    }
 }

@@ -8,10 +8,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use dicta_core::ErrorKind;
+use dicta_core::{ErrorKind, VadOptions};
 use dicta_engine::stream::{
-    endpointing_vad_options, Event, EventKind, SessionOptions, StreamConfig, StreamEngine,
-    WorkerConfig,
+    Event, EventKind, SessionOptions, StreamConfig, StreamEngine, WorkerConfig,
 };
 use dicta_engine::vad::Vad;
 use dicta_engine::whisper::{DecodeOptions, LongFormMode, WhisperTranscriber};
@@ -76,7 +75,7 @@ struct Streamed {
 
 fn stream(e: &StreamEngine, audio: &[f32], block: usize, vad: bool) -> Streamed {
     let opts = SessionOptions {
-        vad: vad.then(endpointing_vad_options),
+        vad: vad.then(VadOptions::endpointing),
         ..SessionOptions::default()
     };
     let mut s = e.open_session(opts).unwrap();
@@ -283,7 +282,7 @@ fn endpointing_without_a_detector_is_refused() {
     };
     let e = StreamEngine::whisper(model, DecodeOptions::greedy(), config()).unwrap();
     let opts = SessionOptions {
-        vad: Some(endpointing_vad_options()),
+        vad: Some(VadOptions::endpointing()),
         ..SessionOptions::default()
     };
     let err = e.open_session(opts.clone()).unwrap_err();
@@ -293,9 +292,9 @@ fn endpointing_without_a_detector_is_refused() {
     let Some(vad) = vad() else { return };
     let e = e.with_vad(vad);
     let bad = SessionOptions {
-        vad: Some(dicta_core::VadOptions {
+        vad: Some(VadOptions {
             threshold: 1.5,
-            ..endpointing_vad_options()
+            ..VadOptions::endpointing()
         }),
         ..SessionOptions::default()
     };

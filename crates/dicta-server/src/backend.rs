@@ -251,6 +251,11 @@ pub struct StreamOptions {
     pub prompt: Option<String>,
     /// Words the stream's decodes are biased towards (Whisper's `hotwords`).
     pub hotwords: Option<String>,
+    /// Whether the stream ends utterances where the voice activity detector hears silence
+    /// (`None`: the server's default, `dicta serve --stream-vad`).
+    pub vad: Option<bool>,
+    /// The detector's options when it does (`None`: [`dicta_core::VadOptions::endpointing`]).
+    pub vad_parameters: Option<dicta_core::VadOptions>,
 }
 
 /// Whether an event's text may still change.

@@ -23,9 +23,7 @@ use serde::Serialize;
 pub use chunker::{Chunk, ChunkGeometry, Chunker};
 pub use ctc::{ChunkLogProbs, CtcChunkModel, CtcStreamDecoder};
 pub use moonshine::MoonshineChunkModel;
-pub use session::{
-    endpointing_vad_options, Honours, Session, SessionOptions, StreamConfig, StreamEngine,
-};
+pub use session::{Honours, Session, SessionOptions, StreamConfig, StreamEngine};
 pub use whisper::{BufferDecode, WhisperChunkModel, WhisperGeometry};
 pub use worker::{StreamModel, WorkerConfig, WorkerStats};
 

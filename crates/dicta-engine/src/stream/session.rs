@@ -106,7 +106,7 @@ pub struct SessionOptions {
     /// Whisper and Moonshine: end utterances where the voice activity detector hears silence
     /// (the engine needs a detector: [`StreamEngine::with_vad`]); `None`: no detector, words are
     /// final by agreement alone. See [`super::whisper`] for what an utterance end does, and
-    /// [`endpointing_vad_options`] for the usual settings.
+    /// [`VadOptions::endpointing`] for the usual settings.
     pub vad: Option<VadOptions>,
     /// The session's own language, task, initial prompt and hotwords (Whisper; a Moonshine
     /// session takes only language "en" and transcription, a CTC session none of them). Its decodes still share the
@@ -157,17 +157,6 @@ pub struct StreamEngine {
     next_id: AtomicU64,
     /// The detector sessions with [`SessionOptions::vad`] run (their own state each).
     vad: Option<Vad>,
-}
-
-/// Stream endpointing's defaults: faster-whisper's VAD options with 600 ms of silence to end
-/// an utterance (its 2 s default suits cutting recordings, not answering a speaker) and 300 ms
-/// of padding.
-pub fn endpointing_vad_options() -> VadOptions {
-    VadOptions {
-        min_silence_duration_ms: 600,
-        speech_pad_ms: 300,
-        ..VadOptions::default()
-    }
 }
 
 impl StreamEngine {

@@ -4,8 +4,8 @@ use dicta_audio::decode::PcmEncoding;
 use dicta_core::{Error, ErrorKind, Result, Segment, Transcript, Word};
 
 use super::pb::nvidia::riva::asr::{
-    RecognitionConfig, SpeechContext, SpeechRecognitionAlternative, SpeechRecognitionResult,
-    StreamingRecognitionResult, WordInfo,
+    EndpointingConfig, RecognitionConfig, SpeechContext, SpeechRecognitionAlternative,
+    SpeechRecognitionResult, StreamingRecognitionResult, WordInfo,
 };
 use super::pb::nvidia::riva::AudioEncoding;
 use crate::audio::AudioFormat;
@@ -304,12 +304,18 @@ pub(crate) fn stream_options(
     config: &RecognitionConfig,
     model: Option<String>,
 ) -> Result<StreamOptions> {
+    let (vad, vad_parameters) = match &config.endpointing_config {
+        Some(e) => (Some(true), endpointing(e)?),
+        None => (None, None),
+    };
     let mut o = StreamOptions {
         language: language(&config.language_code),
         model,
         task: None,
         prompt: None,
         hotwords: boosted_phrases(&config.speech_contexts)?,
+        vad,
+        vad_parameters,
     };
     for (key, text) in &config.custom_configuration {
         let text = text.trim();
@@ -319,17 +325,86 @@ pub(crate) fn stream_options(
             "hotwords" => o.hotwords = value,
             "language" => o.language = language(text),
             "task" => o.task = value.map(|t| t.parse()).transpose()?,
+            "vad" => {
+                o.vad = Some(text.parse().map_err(|_| {
+                    Error::invalid_input(format!(
+                        "custom_configuration: vad must be true or false, got {text:?}"
+                    ))
+                })?)
+            }
+            "vad_parameters" => {
+                let base = o
+                    .vad_parameters
+                    .clone()
+                    .unwrap_or_else(dicta_core::VadOptions::endpointing);
+                let fields: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+                    Error::invalid_input(format!(
+                        "custom_configuration: vad_parameters must be a JSON object of VAD \
+                         options: {e}"
+                    ))
+                })?;
+                o.vad_parameters = Some(base.overlaid(&fields)?);
+            }
             other => {
                 return Err(Error::invalid_input(format!(
                     "custom_configuration: {other} cannot be set per stream (StreamingRecognize \
-                     takes prompt, initial_prompt, hotwords, language and task; streams decode \
-                     with the model's streaming settings); use Recognize for it"
+                     takes prompt, initial_prompt, hotwords, language, task, vad and \
+                     vad_parameters; streams decode with the model's streaming settings); use \
+                     Recognize for it"
                 )))
             }
         }
     }
     validate_stream_options(&o)?;
     Ok(o)
+}
+
+/// Riva's `endpointing_config` as Dicta's VAD endpointing: `stop_history` (ms of non-speech
+/// that end an utterance) is `min_silence_duration_ms`, `start_history` (ms of speech that
+/// start one) `min_speech_duration_ms`; unset or 0 keep the endpointing defaults. Riva's
+/// thresholds are fractions of acoustic-model frames, which a voice activity detector does not
+/// have: they are refused by name (a detector's speech probability threshold goes in
+/// `custom_configuration` `vad_parameters`), as are the two-pass end-of-utterance fields.
+fn endpointing(e: &EndpointingConfig) -> Result<Option<dicta_core::VadOptions>> {
+    for (name, set) in [
+        ("start_threshold", e.start_threshold.is_some()),
+        ("stop_threshold", e.stop_threshold.is_some()),
+        ("stop_history_eou", e.stop_history_eou.is_some()),
+        ("stop_threshold_eou", e.stop_threshold_eou.is_some()),
+    ] {
+        if set {
+            return Err(Error::invalid_input(format!(
+                "endpointing_config.{name} is not supported: Dicta ends utterances where a voice \
+                 activity detector hears silence (stop_history: the silence in ms; start_history: \
+                 the shortest speech in ms; custom_configuration vad_parameters: the detector's \
+                 options as JSON)"
+            )));
+        }
+    }
+    let mut o = dicta_core::VadOptions::endpointing();
+    for (name, value, field) in [
+        (
+            "start_history",
+            e.start_history,
+            &mut o.min_speech_duration_ms,
+        ),
+        (
+            "stop_history",
+            e.stop_history,
+            &mut o.min_silence_duration_ms,
+        ),
+    ] {
+        match value {
+            Some(ms) if ms < 0 => {
+                return Err(Error::invalid_input(format!(
+                    "endpointing_config.{name} must be >= 0 ms, got {ms}"
+                )))
+            }
+            Some(ms) if ms > 0 => *field = ms as u32,
+            _ => {}
+        }
+    }
+    Ok(Some(o))
 }
 
 /// `custom_configuration` keys whose values are text, taken as sent (a prompt of "42" stays

@@ -27,6 +27,8 @@ pub(crate) struct StreamQuery {
     task: Option<String>,
     prompt: Option<String>,
     hotwords: Option<String>,
+    vad: Option<bool>,
+    vad_parameters: Option<String>,
     api_key: Option<String>,
 }
 
@@ -60,6 +62,8 @@ pub(crate) async fn stream(
         task: q.task,
         prompt: q.prompt,
         hotwords: q.hotwords,
+        vad: q.vad,
+        vad_parameters: q.vad_parameters.map(serde_json::Value::String),
     };
     let settings = StreamSettings::default().with(fields)?;
     let (name, backend) = s.model(settings.options.model.as_deref())?;

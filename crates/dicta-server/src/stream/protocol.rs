@@ -50,6 +50,13 @@ pub(crate) struct ConfigFields {
     pub prompt: Option<String>,
     /// Words to bias the stream's decodes towards (Whisper); `""` clears them.
     pub hotwords: Option<String>,
+    /// End utterances where the voice activity detector hears silence (Whisper and Moonshine;
+    /// default: the server's `--stream-vad`).
+    pub vad: Option<bool>,
+    /// The detector's options: a JSON object of faster-whisper's VAD option names (in a query
+    /// string, that object as text); unset names keep the endpointing defaults; `{}` or `""`
+    /// restores them all.
+    pub vad_parameters: Option<serde_json::Value>,
 }
 
 impl StreamSettings {
@@ -82,6 +89,12 @@ impl StreamSettings {
                 t => Some(t.parse()?),
             };
         }
+        if let Some(v) = fields.vad {
+            next.options.vad = Some(v);
+        }
+        if let Some(p) = fields.vad_parameters {
+            next.options.vad_parameters = stream_vad_parameters(&p)?;
+        }
         if let Some(model) = fields.model {
             let model = model.trim().to_string();
             next.options.model = (!model.is_empty()).then_some(model);
@@ -89,6 +102,31 @@ impl StreamSettings {
         validate_stream_options(&next.options)?;
         Ok(next)
     }
+}
+
+/// A stream's `vad_parameters`: a JSON object (or its text, from a query string) over the
+/// endpointing defaults; empty text or `{}` gives `None` (the defaults).
+fn stream_vad_parameters(value: &serde_json::Value) -> Result<Option<dicta_core::VadOptions>> {
+    let parsed;
+    let object = match value {
+        serde_json::Value::String(t) if t.trim().is_empty() => return Ok(None),
+        serde_json::Value::String(t) => {
+            parsed = serde_json::from_str::<serde_json::Value>(t).map_err(|e| {
+                Error::invalid_input(format!(
+                    "vad_parameters must be a JSON object of VAD options: {e}"
+                ))
+            })?;
+            &parsed
+        }
+        v => v,
+    };
+    if object.as_object().is_some_and(|o| o.is_empty()) {
+        return Ok(None);
+    }
+    dicta_core::VadOptions::endpointing()
+        .overlaid(object)
+        .map(Some)
+        .map_err(|e| Error::invalid_input(format!("vad_parameters: {}", e.message)))
 }
 
 /// A text message from the client.
@@ -142,6 +180,10 @@ pub(crate) enum ServerMessage {
         prompt: Option<String>,
         #[serde(skip_serializing_if = "Option::is_none")]
         hotwords: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        vad: Option<bool>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        vad_parameters: Option<dicta_core::VadOptions>,
     },
     /// Every event of the ended utterance has been sent.
     Done,
@@ -182,6 +224,8 @@ impl ServerMessage {
             task: s.options.task.map(|t| t.as_str()),
             prompt: s.options.prompt.clone(),
             hotwords: s.options.hotwords.clone(),
+            vad: s.options.vad,
+            vad_parameters: s.options.vad_parameters.clone(),
         }
     }
 }
