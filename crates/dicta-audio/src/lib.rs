@@ -9,6 +9,7 @@
 pub mod decode;
 pub mod fbank;
 pub mod mel;
+pub mod noise;
 pub mod resample;
 
 /// The sample rate every model in Dicta consumes.

@@ -162,6 +162,12 @@ struct EngineBackend {
 }
 
 impl EngineBackend {
+    /// Whether a stream that does not say endpoints on silence: `--stream-vad`, for the
+    /// families that can (CTC streams end utterances on their own trailing silence).
+    fn vad_default(&self) -> bool {
+        self.stream_vad && self.engine.family() != dicta_engine::ModelFamily::Ctc
+    }
+
     fn options_for(&self, r: &RequestOptions) -> DecodeOptions {
         let mut o = self.engine.config().decode.clone();
         o.language = r.language.clone().or(o.language);
@@ -324,13 +330,13 @@ impl Backend for EngineBackend {
     fn open_stream(&self, options: StreamOptions) -> dicta_core::Result<Box<dyn StreamSession>> {
         let session = self
             .engine
-            .open_session(session_options(&options, self.stream_vad))?;
+            .open_session(session_options(&options, self.vad_default()))?;
         Ok(Box::new(EngineStream(session)))
     }
 
     fn check_stream_options(&self, options: &StreamOptions) -> dicta_core::Result<()> {
         self.engine
-            .check_session_options(&session_options(options, self.stream_vad))
+            .check_session_options(&session_options(options, self.vad_default()))
     }
 }
 

@@ -25,31 +25,18 @@ Run by crates/dicta-cli/tests/serve_e2e.rs; usable by hand:
 import argparse
 import asyncio
 import json
-import re
 import sys
 import urllib.parse
 import wave
 
 import websockets
 
-
-def words_of(text):
-    return re.sub(r"[^a-z0-9' ]+", " ", text.lower().replace("-", " ")).split()
+from serve_stream_check import word_edits, words_of
 
 
 def ends_sentence(text):
     """Whether a final ends with the sentence's last word ("country", said twice in it)."""
     return words_of(text)[-1:] == ["country"]
-
-
-def word_edits(a, b):
-    prev = list(range(len(b) + 1))
-    for i, wa in enumerate(a, 1):
-        cur = [i] + [0] * len(b)
-        for j, wb in enumerate(b, 1):
-            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (wa != wb))
-        prev = cur
-    return prev[-1]
 
 
 async def next_message(ws, timeout=60):

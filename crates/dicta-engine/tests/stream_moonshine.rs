@@ -13,6 +13,10 @@ use dicta_engine::whisper::DecodeOptions;
 use dicta_models::moonshine::{is_moonshine_dir, MoonshineModel};
 use dicta_models::whisper::ComputeType;
 
+mod whisper_common;
+
+use whisper_common::wer;
+
 fn load_model() -> Option<Arc<MoonshineModel>> {
     let dir = match std::env::var_os("DICTA_TEST_MOONSHINE_DIR").map(PathBuf::from) {
         Some(d) => {
@@ -76,33 +80,6 @@ fn finals(events: &[Event]) -> String {
         .map(|e| e.text.as_str())
         .collect::<Vec<_>>()
         .join(" ")
-}
-
-fn words(s: &str) -> Vec<String> {
-    s.split_whitespace()
-        .map(|w| {
-            w.chars()
-                .filter(|c| c.is_alphanumeric())
-                .flat_map(|c| c.to_lowercase())
-                .collect::<String>()
-        })
-        .filter(|w| !w.is_empty())
-        .collect()
-}
-
-fn wer(reference: &str, hyp: &str) -> f64 {
-    let (r, h) = (words(reference), words(hyp));
-    let mut prev: Vec<usize> = (0..=h.len()).collect();
-    for (i, rw) in r.iter().enumerate() {
-        let mut cur = vec![i + 1; h.len() + 1];
-        for (j, hw) in h.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(rw != hw))
-                .min(prev[j + 1] + 1)
-                .min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[h.len()] as f64 / r.len().max(1) as f64
 }
 
 fn offline(model: &MoonshineModel, audio: &[f32]) -> String {

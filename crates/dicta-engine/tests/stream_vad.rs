@@ -8,6 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use dicta_audio::noise::faint_noise;
 use dicta_core::{ErrorKind, VadOptions};
 use dicta_engine::stream::{
     Event, EventKind, SessionOptions, StreamConfig, StreamEngine, WorkerConfig,
@@ -17,7 +18,7 @@ use dicta_engine::whisper::{DecodeOptions, LongFormMode, WhisperTranscriber};
 
 mod whisper_common;
 
-use whisper_common::{load_wav, words};
+use whisper_common::{load_wav, wer};
 
 const RATE: usize = 16_000;
 const CLIPS: [&str; 3] = [
@@ -26,28 +27,16 @@ const CLIPS: [&str; 3] = [
     "coqui_tts/LJ001-0004.16k.wav",
 ];
 
-/// Faint noise (about −60 dBFS), the same every run: a line that is quiet, not digitally
-/// silent.
-fn noise(n: usize, seed: u32) -> Vec<f32> {
-    let mut x = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
-    (0..n)
-        .map(|_| {
-            x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-            ((x >> 8) as f32 / (1u32 << 24) as f32 - 0.5) * 2e-3
-        })
-        .collect()
-}
-
 /// The recording: 1 s of noise, then each clip followed by 2 s of noise; returns it and each
 /// clip's (start, end) in samples.
 fn recording() -> (Vec<f32>, Vec<(usize, usize)>) {
-    let mut audio = noise(RATE, 1);
+    let mut audio = faint_noise(RATE, 1);
     let mut spans = Vec::new();
     for (i, c) in CLIPS.iter().enumerate() {
         let clip = load_wav(c);
         spans.push((audio.len(), audio.len() + clip.len()));
         audio.extend(clip);
-        audio.extend(noise(2 * RATE, i as u32 + 2));
+        audio.extend(faint_noise(2 * RATE, i as u32 + 2));
     }
     (audio, spans)
 }
@@ -105,22 +94,6 @@ fn calls_in_silences(s: &Streamed, spans: &[(usize, usize)], len: usize) -> u64 
         .filter(|(f, _)| quiet(*f))
         .map(|(_, c)| c)
         .sum()
-}
-
-/// Word error rate of `hyp` against `reference` (lower-case words).
-fn wer(reference: &str, hyp: &str) -> f64 {
-    let (r, h) = (words(reference), words(hyp));
-    let mut prev: Vec<usize> = (0..=h.len()).collect();
-    for (i, rw) in r.iter().enumerate() {
-        let mut cur = vec![i + 1; h.len() + 1];
-        for (j, hw) in h.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(rw != hw))
-                .min(prev[j + 1] + 1)
-                .min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[h.len()] as f64 / r.len().max(1) as f64
 }
 
 fn finals(events: &[(usize, Event)]) -> String {
@@ -211,7 +184,7 @@ fn check_endpointing(
     }
     // Noise alone: no model call, no event.
     let before = e.stats().calls;
-    assert!(stream(e, &noise(6 * RATE, 9), RATE / 10, true)
+    assert!(stream(e, &faint_noise(6 * RATE, 9), RATE / 10, true)
         .events
         .is_empty());
     assert_eq!(e.stats().calls, before, "noise alone was decoded");

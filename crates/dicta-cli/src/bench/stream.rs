@@ -108,6 +108,42 @@ pub struct StreamArgs {
     /// Write one JSON line per item (reference, streamed and offline text) here.
     #[arg(long)]
     pub items_out: Option<PathBuf>,
+    /// Sessions end utterances where Silero VAD hears silence (endpointing defaults: 600 ms of
+    /// silence, 300 ms of pad), and make no model call while nobody speaks.
+    #[arg(long)]
+    pub vad: bool,
+    /// Voice activity detector for `--vad` (a known name, fetched on first use, or a file or
+    /// folder).
+    #[arg(long, env = "DICTA_VAD_MODEL", default_value = fetch::DEFAULT_VAD_MODEL)]
+    pub vad_model: String,
+    /// `--vad` options as a JSON object of faster-whisper's names over the endpointing
+    /// defaults, e.g. `{"min_silence_duration_ms":1000}`.
+    #[arg(long, value_parser = parse_vad_parameters)]
+    pub vad_parameters: Option<dicta_core::VadOptions>,
+    /// Capacity streams: seconds of faint noise (about −60 dBFS) after each clip, as on one
+    /// side of a conversation while the other side speaks (0: clips back to back).
+    #[arg(long, default_value_t = 0.0)]
+    pub pause_seconds: f64,
+}
+
+/// A session's options: VAD endpointing with `--vad`.
+fn session_options(args: &StreamArgs) -> SessionOptions {
+    SessionOptions {
+        vad: args.vad.then(|| {
+            args.vad_parameters
+                .clone()
+                .unwrap_or_else(dicta_core::VadOptions::endpointing)
+        }),
+        ..SessionOptions::default()
+    }
+}
+
+fn parse_vad_parameters(text: &str) -> std::result::Result<dicta_core::VadOptions, String> {
+    let fields: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    dicta_core::VadOptions::endpointing()
+        .overlaid(&fields)
+        .map_err(|e| e.message)
 }
 
 /// A queued recording: (job index, id, samples).
@@ -240,6 +276,16 @@ pub fn run(args: &StreamArgs, g: &Globals) -> Result<u8> {
             ..StreamConfig::default()
         },
         compute_type: args.compute_type,
+        vad_model: if args.vad {
+            Some(fetch::resolve_model(
+                &args.vad_model,
+                &g.home,
+                &g.python,
+                true,
+            )?)
+        } else {
+            None
+        },
         ..EngineConfig::default()
     };
     let engine = Engine::load(&model_dir, config)
@@ -374,8 +420,10 @@ fn capacity(engine: &Engine, clips: &[Clip], args: &StreamArgs) -> Result<Capaci
     let stream_for = |first: usize| -> Arc<Vec<f32>> {
         let mut s = Vec::with_capacity(want);
         let mut i = first;
+        let pause = (args.pause_seconds.max(0.0) * 16_000.0) as usize;
         while s.len() < want {
             s.extend_from_slice(&clips[i % clips.len()].samples);
+            s.extend(dicta_audio::noise::faint_noise(pause, i as u32));
             i += 1;
         }
         s.truncate(want);
@@ -449,7 +497,7 @@ fn stream_run(
                 scope.spawn(move || -> Result<Vec<(usize, ItemResult)>> {
                     std::thread::sleep(stagger * k as u32);
                     let mut session = engine
-                        .open_session(SessionOptions::default())
+                        .open_session(session_options(args))
                         .map_err(|e| anyhow::anyhow!(e.message))?;
                     let mut done = Vec::new();
                     loop {

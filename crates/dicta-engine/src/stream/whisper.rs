@@ -362,7 +362,7 @@ impl WhisperSession {
     /// Drops a quiet buffer without a model call, keeping `speech_pad_ms` before its end (or
     /// before a burst that may still start an utterance) for the utterance that comes next.
     fn skip_quiet(&mut self) {
-        let Some(g) = &mut self.gate else {
+        let Some(g) = &self.gate else {
             return;
         };
         let end = self.buffer_start + self.buffer.len() as u64;
@@ -371,13 +371,21 @@ impl WhisperSession {
             _ => end,
         }
         .saturating_sub(g.pad());
+        self.drop_before(from);
+    }
+
+    /// Drops the buffer's audio before stream sample `from` (none when it starts later), and
+    /// the detector's decisions before the new start.
+    fn drop_before(&mut self, from: u64) {
         let drop = (from.saturating_sub(self.buffer_start) as usize).min(self.buffer.len());
         if drop == 0 {
             return;
         }
         self.buffer.drain(..drop);
         self.buffer_start += drop as u64;
-        g.forget_before(self.buffer_start);
+        if let Some(g) = &mut self.gate {
+            g.forget_before(self.buffer_start);
+        }
         self.agreement
             .buffer_starts_at(self.buffer_start as f64 / SAMPLE_RATE as f64);
     }
@@ -388,7 +396,7 @@ impl WhisperSession {
     /// speech, and Whisper tends to start its first segment at the buffer's start, which would
     /// put the first words in that silence.
     fn start_at_onset(&mut self) {
-        let Some(g) = &mut self.gate else {
+        let Some(g) = &self.gate else {
             return;
         };
         if !self.agreement.pending().is_empty() {
@@ -399,15 +407,7 @@ impl WhisperSession {
             return;
         };
         let from = start.saturating_sub(g.pad());
-        let drop = (from.saturating_sub(self.buffer_start) as usize).min(self.buffer.len());
-        if drop == 0 {
-            return;
-        }
-        self.buffer.drain(..drop);
-        self.buffer_start += drop as u64;
-        g.forget_before(self.buffer_start);
-        self.agreement
-            .buffer_starts_at(self.buffer_start as f64 / SAMPLE_RATE as f64);
+        self.drop_before(from);
     }
 
     /// The detector ended an utterance (the buffer now reaches `end.at`): decode it once more

@@ -164,3 +164,19 @@ pub fn tokens_of(run: &serde_json::Value) -> Vec<Vec<u32>> {
         })
         .collect()
 }
+
+/// Word error rate of `hyp` against `reference` over [`words`] (edits ÷ reference words).
+pub fn wer(reference: &str, hyp: &str) -> f64 {
+    let (r, h) = (words(reference), words(hyp));
+    let mut prev: Vec<usize> = (0..=h.len()).collect();
+    for (i, rw) in r.iter().enumerate() {
+        let mut cur = vec![i + 1; h.len() + 1];
+        for (j, hw) in h.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(rw != hw))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[h.len()] as f64 / r.len().max(1) as f64
+}
