@@ -295,7 +295,8 @@ impl Vad {
 mod tests {
     use super::*;
 
-    fn probs(pattern: &[(f32, usize)]) -> Vec<f32> {
+    /// `n` windows of probability `p` for each `(p, n)`, in order.
+    pub(super) fn probs(pattern: &[(f32, usize)]) -> Vec<f32> {
         pattern
             .iter()
             .flat_map(|&(p, n)| std::iter::repeat_n(p, n))

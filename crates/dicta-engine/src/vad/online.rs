@@ -300,6 +300,7 @@ impl std::fmt::Debug for OnlineVad {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::probs;
     use super::*;
 
     fn run(opts: &VadOptions, probs: &[f32]) -> Hysteresis {
@@ -308,13 +309,6 @@ mod tests {
             h.window((i * WINDOW) as u64, p);
         }
         h
-    }
-
-    fn probs(pattern: &[(f32, usize)]) -> Vec<f32> {
-        pattern
-            .iter()
-            .flat_map(|&(p, n)| std::iter::repeat_n(p, n))
-            .collect()
     }
 
     /// Utterance ends fall where faster-whisper's rules end their chunks (unpadded), and
