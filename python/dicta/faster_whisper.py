@@ -19,8 +19,8 @@ decoded (all at once at the end with a VAD filter, as their times move back then
 caller can see: decoding goes on when the caller stops reading the segments; ``device`` is the
 CPU; ``compute_type`` ``"default"`` is Dicta's fastest type that keeps faster-whisper's accuracy
 (int8 where the CPU has the integer dot-product instructions); ``float16``/``bfloat16`` run as
-float32 on the CPU, as CTranslate2 does there; ``initial_prompt`` is text (not token ids);
-``info.all_language_probs`` is ``None``. Errors are :mod:`dicta.errors` exceptions
+float32 on the CPU, as CTranslate2 does there; ``initial_prompt`` is text (not token ids).
+Errors are :mod:`dicta.errors` exceptions
 (``InvalidInput`` is a ``ValueError``).
 """
 
@@ -250,8 +250,9 @@ class WhisperModel:
         ``language_detection_segments`` 30 s windows of ``audio`` (16 kHz mono float samples, a
         path or a binary file; of its speech with ``vad_filter``), stopping at the first window
         more probable than ``language_detection_threshold``, else the one most windows chose.
-        Returns ``(language, probability, all_language_probs)``, where ``all_language_probs``
-        holds the detected language alone. ``features`` are not taken (Dicta computes its own).
+        Returns ``(language, probability, all_language_probs)``: every language's probability in
+        the last window read, most likely first (on an English-only model ``[("en", 1.0)]``).
+        ``features`` are not taken (Dicta computes its own).
         """
         if audio is None:
             raise errors.InvalidInput("audio is required (Dicta computes its own features from it)")
@@ -267,7 +268,8 @@ class WhisperModel:
             language_detection_segments=language_detection_segments,
             language_detection_threshold=language_detection_threshold,
         )
-        return info.language, info.language_probability, [(info.language, info.language_probability)]
+        probs = info.all_language_probs or [(info.language, info.language_probability)]
+        return info.language, info.language_probability, probs
 
     def _transcribe(self, audio: Any, options: dict, chunk_length: Optional[int], engine_defaults: dict):
         unknown = sorted(set(options) - set(_DEFAULTS))
@@ -320,18 +322,19 @@ class WhisperModel:
             elif value["type"] == "started":
                 duration = value["duration"]
             elif value["type"] == "language":
-                language = (value["language"], value["probability"])
+                language = (value["language"], value["probability"], value.get("all_language_probs"))
             elif value["type"] == "segments":
                 early.extend(value["segments"])
         if final is not None:
-            language = (final.get("language") or "en", final.get("language_probability"))
+            language = (final.get("language") or "en", final.get("language_probability"),
+                        final.get("all_language_probs"))
             duration = final["duration"]
         info = TranscriptionInfo(
             language=language[0],
             language_probability=1.0 if language[1] is None else language[1],
             duration=duration if duration is not None else 0.0,
             duration_after_vad=duration if duration is not None else 0.0,
-            all_language_probs=None,
+            all_language_probs=[(c, p) for c, p in language[2]] if language[2] else None,
             transcription_options=types.SimpleNamespace(**opts),
             vad_options=opts["vad_parameters"] if opts["vad_filter"] else None,
         )

@@ -426,7 +426,8 @@ fn _dicta(m: &Bound<'_, PyModule>) -> PyResult<()> {
 
 /// A progress event as `dicta.Engine.transcribe`'s `on_event` receives it: `{"type":
 /// "started"|"audio"|"language"|"segments", "input": i, …}` with `duration` (s), `seconds`
-/// (s finished), `language` and `probability`, or `segments` (verbose segments).
+/// (s finished), `language`, `probability` and `all_language_probs` (`[[code, p], …]`, most
+/// likely first, or None), or `segments` (verbose segments).
 fn event_json(e: &dicta_engine::progress::ProgressEvent) -> Value {
     use dicta_engine::progress::ProgressEvent as E;
     match e {
@@ -438,8 +439,9 @@ fn event_json(e: &dicta_engine::progress::ProgressEvent) -> Value {
             input,
             language,
             probability,
+            all,
         } => json!({"type": "language", "input": input, "language": language,
-                    "probability": probability}),
+                    "probability": probability, "all_language_probs": all}),
         E::Segments { input, segments } => {
             json!({"type": "segments", "input": input, "segments": segments})
         }

@@ -164,5 +164,15 @@ def test_detect_language_is_faster_whispers_on_base():
         lang, prob, probs = model.detect_language(
             audio, language_detection_segments=case["language_detection_segments"],
             language_detection_threshold=case["language_detection_threshold"])
-        assert (lang, probs[0][0]) == (case["language"], case["language"]), case
+        assert lang == case["language"], case
         assert abs(prob - case["language_probability"]) < 2e-3, (case, prob)
+        # all_language_probs: the last window read, most likely first, as faster-whisper's.
+        assert len(probs) == 99 and abs(sum(p for _, p in probs) - 1) < 1e-3, probs[:3]
+        for (code, p), (want_code, want_p) in zip(probs, case["all_language_probs"]):
+            assert code == want_code and abs(p - want_p) < 2e-3, (case, probs[:5])
+        # transcribe's info carries the same list.
+        _, info = model.transcribe(
+            audio, language_detection_segments=case["language_detection_segments"],
+            language_detection_threshold=case["language_detection_threshold"], max_new_tokens=1,
+            without_timestamps=True, beam_size=1, temperature=0.0)
+        assert info.all_language_probs == probs, case

@@ -42,6 +42,9 @@ pub fn result_json(id: &str, audio: &str, r: &Result<Transcript>, verbose: bool)
             if let Some(p) = t.language_probability {
                 out["language_probability"] = json!(p);
             }
+            if let Some(all) = &t.all_language_probs {
+                out["all_language_probs"] = json!(all);
+            }
             // Only on inputs read in part, so that sound inputs keep their shape.
             if !t.warnings.is_empty() {
                 out["warnings"] = json!(t.warnings);

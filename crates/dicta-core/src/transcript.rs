@@ -107,6 +107,11 @@ pub struct Transcript {
     /// `language_probability`); `None` when the language was given or the model is English-only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub language_probability: Option<f32>,
+    /// Every language's probability from the last window language detection read, most
+    /// likely first (faster-whisper's `all_language_probs`); `None` when the language was
+    /// given or the model is English-only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub all_language_probs: Option<Vec<(String, f32)>>,
     /// Duration of the audio in seconds.
     pub duration: f64,
     /// Timed segments in order.

@@ -56,6 +56,9 @@ pub enum ProgressEvent {
         /// How sure detection was (the transcript's `language_probability`); `None` when the
         /// language was given or the model has one.
         probability: Option<f32>,
+        /// Every language's probability, most likely first (the transcript's
+        /// `all_language_probs`); `None` as for `probability`.
+        all: Option<Vec<(String, f32)>>,
     },
     /// Segments of input `input` that are final, in time order, following those reported
     /// before.
@@ -103,12 +106,19 @@ impl Progress {
     }
 
     /// Reports the `language` of `input` when someone listens.
-    pub(crate) fn language(&self, input: usize, language: &str, probability: Option<f32>) {
+    pub(crate) fn language(
+        &self,
+        input: usize,
+        language: &str,
+        probability: Option<f32>,
+        all: Option<&[(String, f32)]>,
+    ) {
         if self.is_active() {
             self.emit(ProgressEvent::Language {
                 input,
                 language: language.to_string(),
                 probability,
+                all: all.map(<[_]>::to_vec),
             });
         }
     }

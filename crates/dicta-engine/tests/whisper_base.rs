@@ -172,6 +172,24 @@ fn language_detection_over_several_windows_matches_faster_whisper() {
         let want = case["language_probability"].as_f64().unwrap();
         assert_eq!(t.language.as_deref(), case["language"].as_str(), "{case}");
         assert!((p - want).abs() < 1e-3, "{case}: probability {p}");
+        // faster-whisper's `all_language_probs`: the last window read, most likely first (in
+        // the last case that window is the features' padding, and says "en").
+        let all = t.all_language_probs.as_ref().expect("detected");
+        assert_eq!(all.len(), model.config.lang_ids.len());
+        let total: f32 = all.iter().map(|(_, p)| p).sum();
+        assert!((total - 1.0).abs() < 1e-3, "{total}");
+        assert!(all.windows(2).all(|w| w[0].1 >= w[1].1));
+        for (k, want) in case["all_language_probs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .enumerate()
+        {
+            let (code, p) = &all[k];
+            assert_eq!(Some(code.as_str()), want[0].as_str(), "{case}: rank {k}");
+            let d = (f64::from(*p) - want[1].as_f64().unwrap()).abs();
+            assert!(d < 2e-3, "{case}: rank {k}: {p}");
+        }
     }
 }
 

@@ -216,6 +216,7 @@ mod tests {
             text: " Hello there. Bye.".into(),
             language: Some("en".into()),
             language_probability: None,
+            all_language_probs: None,
             duration: 3663.0,
             segments: vec![s1, s2],
             warnings: Vec::new(),

@@ -499,6 +499,7 @@ impl CtcBackend {
             text: String::new(),
             language: None,
             language_probability: None,
+            all_language_probs: None,
             duration,
             segments: Vec::new(),
             warnings: Vec::new(),

@@ -105,13 +105,20 @@ impl Observer {
 
     /// Input `i` is transcribed in `language` (a fact of the input, not of model times: never
     /// held back).
-    pub(crate) fn language(&self, i: usize, language: String, probability: Option<f32>) {
+    pub(crate) fn language(
+        &self,
+        i: usize,
+        language: String,
+        probability: Option<f32>,
+        all: Option<Vec<(String, f32)>>,
+    ) {
         let Some(s) = &self.0 else { return };
         let _slots = Self::lock(s);
         s.user.emit(ProgressEvent::Language {
             input: i,
             language,
             probability,
+            all,
         });
     }
 
@@ -207,9 +214,10 @@ impl Observer {
                 input,
                 language,
                 probability,
+                all,
             } => {
                 if let Some(&i) = indices.get(input) {
-                    me.language(i, language, probability);
+                    me.language(i, language, probability, all);
                 }
             }
             // Families never report it; the decode threads do.

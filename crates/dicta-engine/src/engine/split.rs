@@ -108,6 +108,7 @@ pub(super) fn transcribe(engine: &Engine, inputs: &[Input], opts: &DecodeOptions
                         input,
                         language: language.clone(),
                         probability: t.language_probability,
+                        all: t.all_language_probs.clone(),
                     });
                 }
                 progress.emit(ProgressEvent::Audio {

@@ -242,6 +242,7 @@ pub fn transcribe(
                 text: String::new(),
                 language: Some("en".into()),
                 language_probability: None,
+                all_language_probs: None,
                 duration: rec.len() as f64 / SR as f64,
                 segments: Vec::new(),
                 warnings: Vec::new(),

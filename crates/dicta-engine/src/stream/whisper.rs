@@ -776,6 +776,7 @@ mod tests {
             text: "hello there".into(),
             language: None,
             language_probability: None,
+            all_language_probs: None,
             duration: 4.0,
             segments: vec![Segment::new(0.0, 4.0, "hello there")],
             warnings: Vec::new(),

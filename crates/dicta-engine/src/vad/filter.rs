@@ -80,6 +80,7 @@ impl<'v> SpeechFilter<'v> {
                         text: String::new(),
                         language: language.map(str::to_string),
                         language_probability: None,
+                        all_language_probs: None,
                         duration,
                         segments: Vec::new(),
                         warnings: Vec::new(),

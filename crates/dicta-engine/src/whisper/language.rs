@@ -11,9 +11,17 @@ use super::segments::{FRAMES_PER_SECOND, WINDOW_FRAMES};
 use super::transcriber::{decoder_batch, window};
 use super::window::{ce, sot_index, WindowDecoder, WindowJob};
 
-/// Per recording: its language (or why none), and the detected language's probability
-/// (`None` where it was given).
-pub(super) type Languages = (Vec<Result<String>>, Vec<Option<f32>>);
+/// Every language's probability, most likely first (faster-whisper's `all_language_probs`).
+pub(super) type Distribution = Vec<(String, f32)>;
+
+/// Per recording: its language (or why none), the detected language's probability, and
+/// every language's probability from the last window detection read (both `None` where the
+/// language was given).
+pub(super) struct Languages {
+    pub codes: Vec<Result<String>>,
+    pub probabilities: Vec<Option<f32>>,
+    pub all: Vec<Option<Distribution>>,
+}
 
 /// Checks `language` (a code such as `"de"`, or none: detected) and `task` against the model:
 /// English-only models take only `"en"` and cannot translate; multilingual ones take the codes
@@ -69,31 +77,40 @@ pub(super) fn languages_of_inputs(
         .filter(|&i| own(i).is_none())
         .map(|i| &mels[i])
         .collect();
-    let (langs, probs) = if rest.is_empty() {
+    let detected = if rest.is_empty() {
         check_language_task(&model.config, opts.language.as_deref(), opts.task)?;
-        (Vec::new(), Vec::new())
+        Languages {
+            codes: Vec::new(),
+            probabilities: Vec::new(),
+            all: Vec::new(),
+        }
     } else {
         languages(model, &rest, opts, decoder, batch_sizes)?
     };
     if inputs.is_empty() {
-        return Ok((langs, probs));
+        return Ok(detected);
     }
-    let (mut langs, mut probs) = (langs.into_iter(), probs.into_iter());
-    let mut out = (
-        Vec::with_capacity(mels.len()),
-        Vec::with_capacity(mels.len()),
-    );
+    let mut langs = detected.codes.into_iter();
+    let mut probs = detected.probabilities.into_iter();
+    let mut alls = detected.all.into_iter();
+    let mut out = Languages {
+        codes: Vec::with_capacity(mels.len()),
+        probabilities: Vec::with_capacity(mels.len()),
+        all: Vec::with_capacity(mels.len()),
+    };
     for i in 0..mels.len() {
-        let (lang, prob) = match own(i) {
-            Some(l) => (Ok(l.to_string()), None),
+        let (lang, prob, all) = match own(i) {
+            Some(l) => (Ok(l.to_string()), None, None),
             None => (
                 langs.next().expect("a language per other input"),
                 probs.next().expect("a probability per other input"),
+                alls.next().expect("a distribution per other input"),
             ),
         };
         let fits = check_language_task(&model.config, own(i), task(i));
-        out.0.push(fits.and(lang));
-        out.1.push(prob);
+        out.codes.push(fits.and(lang));
+        out.probabilities.push(prob);
+        out.all.push(all);
     }
     Ok(out)
 }
@@ -113,9 +130,13 @@ pub(super) fn languages(
     decoder: &WindowDecoder<'_>,
     batch_sizes: &mut Vec<usize>,
 ) -> Result<Languages> {
-    let given = |langs: Vec<Result<String>>| {
-        let n = langs.len();
-        Ok((langs, vec![None; n]))
+    let given = |codes: Vec<Result<String>>| {
+        let n = codes.len();
+        Ok(Languages {
+            codes,
+            probabilities: vec![None; n],
+            all: vec![None; n],
+        })
     };
     let cfg = &model.config;
     check_language_task(cfg, opts.language.as_deref(), opts.task)?;
@@ -133,6 +154,7 @@ pub(super) fn languages(
     }
     let mut res = Vec::with_capacity(mels.len());
     let mut probs = Vec::with_capacity(mels.len());
+    let mut alls = Vec::with_capacity(mels.len());
     // With clips, faster-whisper detects from the first clip's start (truncated to a frame),
     // or from the beginning when that is past the recording.
     let clip_start = opts
@@ -161,6 +183,8 @@ pub(super) fn languages(
             })
             .collect();
         let mut decided: Vec<Option<(String, f32)>> = vec![None; chunk.len()];
+        // faster-whisper returns the distribution of the last window it read.
+        let mut last: Vec<Distribution> = vec![Vec::new(); chunk.len()];
         let mut votes: Vec<Vec<(String, Vec<f32>)>> = vec![Vec::new(); chunk.len()];
         for s in 0..segments {
             let rows: Vec<usize> = (0..chunk.len())
@@ -180,7 +204,9 @@ pub(super) fn languages(
                     final_rest: None,
                 })
                 .collect();
-            for (&r, (lang, p)) in rows.iter().zip(detect(model, decoder, &jobs)?) {
+            for (&r, dist) in rows.iter().zip(detect(model, decoder, &jobs)?) {
+                let (lang, p) = dist[0].clone();
+                last[r] = dist;
                 if p > opts.language_detection_threshold {
                     decided[r] = Some((lang, p));
                 } else {
@@ -192,13 +218,18 @@ pub(super) fn languages(
             }
             batch_sizes.push(jobs.len());
         }
-        for (d, v) in decided.into_iter().zip(votes) {
+        for ((d, v), all) in decided.into_iter().zip(votes).zip(last) {
             let (lang, p) = d.unwrap_or_else(|| majority(v));
             res.push(Ok(lang));
             probs.push(Some(p));
+            alls.push(Some(all));
         }
     }
-    Ok((res, probs))
+    Ok(Languages {
+        codes: res,
+        probabilities: probs,
+        all: alls,
+    })
 }
 
 /// The language chosen by most windows (the first chosen on ties: Python's `max` over an
@@ -215,22 +246,23 @@ fn majority(votes: Vec<(String, Vec<f32>)>) -> (String, f32) {
     (lang, p)
 }
 
-/// The most likely language of each window and its probability.
+/// Every language's probability in each window, most likely first.
 fn detect(
     model: &Whisper,
     decoder: &WindowDecoder<'_>,
     jobs: &[WindowJob],
-) -> Result<Vec<(String, f32)>> {
+) -> Result<Vec<Distribution>> {
     let refs: Vec<&WindowJob> = jobs.iter().collect();
     let _turn = decoder.hold();
     let enc = decoder.encode(&refs)?;
     detect_encoded(model, &enc)
 }
 
-/// The most likely language of each window of encoder states `enc` `[N, 1500, d]` and its
-/// probability (CTranslate2's `detect_language`: the language tokens' softmax after
-/// `<|startoftranscript|>`). The caller holds the model's turn.
-fn detect_encoded(model: &Whisper, enc: &candle_core::Tensor) -> Result<Vec<(String, f32)>> {
+/// Every language's probability in each window of encoder states `enc` `[N, 1500, d]`, most
+/// likely first (CTranslate2's `detect_language`: the language tokens' softmax after
+/// `<|startoftranscript|>`, sorted; equal probabilities keep the tokens' order). The caller
+/// holds the model's turn.
+fn detect_encoded(model: &Whisper, enc: &candle_core::Tensor) -> Result<Vec<Distribution>> {
     let cfg = &model.config;
     let n = enc.dim(0).map_err(ce)?;
     let mut cache = model.new_cache(enc)?;
@@ -246,8 +278,19 @@ fn detect_encoded(model: &Whisper, enc: &candle_core::Tensor) -> Result<Vec<(Str
                 .iter()
                 .map(|(_, id)| row[*id as usize])
                 .collect();
+            let probs = softmax(&scores);
+            let mut order: Vec<usize> = (0..scores.len()).collect();
+            // The most likely first; the argmax's pick among equal scores stays first.
             let best = argmax(&scores);
-            (cfg.lang_ids[best].0.clone(), softmax_at(&scores, best))
+            order.sort_by(|&a, &b| {
+                (b == best)
+                    .cmp(&(a == best))
+                    .then(probs[b].total_cmp(&probs[a]))
+            });
+            order
+                .into_iter()
+                .map(|i| (cfg.lang_ids[i].0.clone(), probs[i]))
+                .collect()
         })
         .collect())
 }
@@ -268,10 +311,11 @@ pub(super) fn per_window(
         detect_encoded(model, enc)?
     };
     let mut sequences = Vec::with_capacity(jobs.len());
-    for (job, (code, _)) in jobs.iter_mut().zip(detected) {
+    for (job, dist) in jobs.iter_mut().zip(detected) {
+        let code = &dist[0].0;
         let lang = model
             .config
-            .lang_id(&code)
+            .lang_id(code)
             .ok_or_else(|| Error::internal(format!("detected language {code:?} has no token")))?;
         let at = sot_index(&job.prompt, sot);
         if let Some(t) = job.prompt.get_mut(at + 1) {
@@ -282,11 +326,14 @@ pub(super) fn per_window(
     Ok(sequences)
 }
 
-/// `softmax(scores)[i]`, computed in f64.
-fn softmax_at(scores: &[f32], i: usize) -> f32 {
+/// `softmax(scores)`, computed in f64.
+fn softmax(scores: &[f32]) -> Vec<f32> {
     let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
     let sum: f64 = scores.iter().map(|&x| (x as f64 - max).exp()).sum();
-    ((scores[i] as f64 - max).exp() / sum) as f32
+    scores
+        .iter()
+        .map(|&x| ((x as f64 - max).exp() / sum) as f32)
+        .collect()
 }
 
 #[cfg(test)]

@@ -229,7 +229,11 @@ impl<'m> WhisperTranscriber<'m> {
             .map(|a| self.mel.compute(a, FEATURE_PADDING))
             .collect();
         out.features_seconds += started.elapsed().as_secs_f64();
-        let (languages, language_probs) = super::language::languages_of_inputs(
+        let super::language::Languages {
+            codes: languages,
+            probabilities: language_probs,
+            all: all_language_probs,
+        } = super::language::languages_of_inputs(
             self.model,
             &mels,
             inputs,
@@ -239,7 +243,12 @@ impl<'m> WhisperTranscriber<'m> {
         )?;
         for (i, l) in languages.iter().enumerate() {
             if let Ok(language) = l {
-                opts.progress.language(i, language, language_probs[i]);
+                opts.progress.language(
+                    i,
+                    language,
+                    language_probs[i],
+                    all_language_probs[i].as_deref(),
+                );
             }
         }
         let hotwords = self.hotwords(opts.hotwords.as_deref())?;
@@ -340,6 +349,7 @@ impl<'m> WhisperTranscriber<'m> {
                 st.input,
                 &languages[st.input],
                 language_probs[st.input],
+                all_language_probs[st.input].clone(),
                 dur,
                 st.segments,
             )));
@@ -352,6 +362,7 @@ impl<'m> WhisperTranscriber<'m> {
                 i,
                 &languages[i],
                 language_probs[i],
+                all_language_probs[i].clone(),
                 dur,
                 segs,
             )));
@@ -762,6 +773,7 @@ fn transcript(
     i: usize,
     language: &Result<String>,
     language_probability: Option<f32>,
+    all_language_probs: Option<Vec<(String, f32)>>,
     duration: f64,
     segments: Vec<Segment>,
 ) -> Transcript {
@@ -772,6 +784,7 @@ fn transcript(
         text: text.trim().to_string(),
         language: language.as_ref().ok().cloned(),
         language_probability,
+        all_language_probs,
         duration,
         segments,
         warnings: Vec::new(),

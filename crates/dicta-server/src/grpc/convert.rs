@@ -601,6 +601,7 @@ mod tests {
             text: String::new(),
             language: None,
             language_probability: None,
+            all_language_probs: None,
             duration: 3.0,
             segments: vec![left, right, Segment::new(2.0, 3.0, " mixed")],
             warnings: Vec::new(),

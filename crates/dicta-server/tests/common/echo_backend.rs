@@ -323,6 +323,7 @@ fn transcribe_one(input: &BackendInput) -> Result<Transcript> {
                 .unwrap_or_else(|| "en".into()),
         ),
         language_probability: None,
+        all_language_probs: None,
         duration,
         segments: vec![segment],
         warnings: Vec::new(),
