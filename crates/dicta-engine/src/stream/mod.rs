@@ -12,6 +12,7 @@ pub mod agreement;
 pub mod chunker;
 pub mod ctc;
 pub mod moonshine;
+mod placement;
 pub mod queue;
 pub mod session;
 pub mod whisper;

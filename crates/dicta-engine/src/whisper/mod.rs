@@ -15,6 +15,7 @@ mod language;
 pub mod logits;
 mod lookup;
 pub mod options;
+mod prompt;
 mod seek_state;
 pub mod segments;
 pub mod speculative;
