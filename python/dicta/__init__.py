@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 from . import errors
-from ._dicta import DEFAULT_MODEL, SAMPLE_RATE, __version__
+from ._dicta import DEFAULT_MODEL, SAMPLE_RATE, Cancel, __version__
 from ._dicta import Engine as _NativeEngine
 from ._dicta import decode_audio as _decode_audio
 from ._dicta import fetch_model as _fetch_model
@@ -48,6 +48,7 @@ from .errors import (
 
 __all__ = [
     "Engine",
+    "Cancel",
     "Session",
     "decode_audio",
     "fetch_model",
@@ -266,6 +267,7 @@ class Engine:
         *,
         verbose: bool = False,
         on_event: Optional[Callable[[Dict[str, Any]], None]] = None,
+        cancel: Optional[Cancel] = None,
         **options: Any,
     ) -> Dict[str, Any]:
         """Transcribes ``inputs`` (one input or an iterable of them) in shared batches.
@@ -281,6 +283,9 @@ class Engine:
                 p}`` (Whisper) and ``{"type": "segments", "input": i, "segments": [...]}`` with
                 its segments as they become final (verbose; all of them over the call, in
                 order). Keep it short; what it raises is printed and ignored.
+            cancel: a :class:`Cancel`; once another thread calls its ``cancel()``, the work stops
+                at the next model pass and the unfinished inputs' results carry a ``timeout``
+                error.
             **options: the CLI's decoding flags with underscores: ``beam_size``, ``best_of``,
                 ``temperature`` (a float or a list), ``language``, ``task``
                 (``"transcribe"``/``"translate"``), ``initial_prompt``, ``hotwords``, ``prefix``,
@@ -302,7 +307,7 @@ class Engine:
             inputs = [inputs]
         raw = [_raw_input(i, x) for i, x in enumerate(inputs)]
         hook = None if on_event is None else (lambda text: on_event(json.loads(text)))
-        return json.loads(self._native.transcribe(raw, options or None, verbose, hook))
+        return json.loads(self._native.transcribe(raw, options or None, verbose, hook, cancel))
 
     def open_session(self, **options: Any) -> Session:
         """Opens a streaming session. CTC models take ``min_trailing_silence`` and

@@ -6,6 +6,12 @@ DEFAULT_MODEL: str
 SAMPLE_RATE: int
 __version__: str
 
+class Cancel:
+    def __init__(self) -> None: ...
+    def cancel(self) -> None: ...
+    @property
+    def cancelled(self) -> bool: ...
+
 class Engine:
     def __init__(
         self,
@@ -35,6 +41,7 @@ class Engine:
         options: Optional[Dict[str, Any]] = ...,
         verbose: bool = ...,
         on_event: Optional[Callable[[str], None]] = ...,
+        cancel: Optional[Cancel] = ...,
     ) -> str: ...
     def open_session(self, options: Optional[Dict[str, Any]] = ...) -> Session: ...
     @property

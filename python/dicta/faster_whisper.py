@@ -15,8 +15,9 @@ same weights and ``compute_type="float32"`` the transcripts are faster-whisper's
 (``crates/dicta-engine/tests/whisper_parity.rs``).
 
 ``transcribe`` returns once the language is known; the segments come as their windows are
-decoded (all at once at the end with a VAD filter, as their times move back then). Differences a
-caller can see: decoding goes on when the caller stops reading the segments; ``device`` is the
+decoded (all at once at the end with a VAD filter, as their times move back then); a caller that stops
+reading them (``close()``, or dropping the iterator) stops the decoding. Differences a caller
+can see: ``device`` is the
 CPU; ``compute_type`` ``"default"`` is Dicta's fastest type that keeps faster-whisper's accuracy
 (int8 where the CPU has the integer dot-product instructions); ``float16``/``bfloat16`` run as
 float32 on the CPU, as CTranslate2 does there; ``initial_prompt`` is text (not token ids).
@@ -33,7 +34,7 @@ import types
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Iterator, List, Optional, Tuple, Union
 
-from . import Engine, errors, fetch_model, known_models
+from . import Cancel, Engine, errors, fetch_model, known_models
 from . import decode_audio as _decode_audio
 from ._dicta import SAMPLE_RATE, __version__
 
@@ -301,11 +302,12 @@ class WhisperModel:
         # still decoding, as faster-whisper's generator gives them.
         events: "queue.Queue[Tuple[str, Any]]" = queue.Queue()
         source = _input(audio)
+        stop = Cancel()
 
         def work() -> None:
             try:
                 out = engine.transcribe([source], verbose=True, on_event=lambda e: events.put(("event", e)),
-                                        **native)
+                                        cancel=stop, **native)
                 events.put(("done", out["results"][0]))
             except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
                 events.put(("raise", e))
@@ -339,7 +341,8 @@ class WhisperModel:
             vad_options=opts["vad_parameters"] if opts["vad_filter"] else None,
         )
         space = "" if info.language in _NO_SPACES else " "
-        return _segments(events, early, final, opts["word_timestamps"], space), info
+        segments = _Segments(_segments(events, early, final, opts["word_timestamps"], space), stop)
+        return segments, info
 
 
 def _take(events: "queue.Queue[Tuple[str, Any]]") -> Tuple[str, Any]:
@@ -351,6 +354,42 @@ def _take(events: "queue.Queue[Tuple[str, Any]]") -> Tuple[str, Any]:
     if kind == "done" and value.get("error"):
         raise _error(value["error"])
     return kind, value
+
+
+class _Segments:
+    """The segments iterator ``transcribe`` returns: a caller that stops reading it (closes it,
+    or lets it go) stops the decoding behind it, which would otherwise run to the end of the
+    recording on the model everyone shares."""
+
+    def __init__(self, inner: Iterator[Segment], stop: Cancel) -> None:
+        self._inner = inner
+        self._stop = stop
+        self._done = False
+
+    def __iter__(self) -> "_Segments":
+        return self
+
+    def __next__(self) -> Segment:
+        try:
+            return next(self._inner)
+        except StopIteration:
+            self._done = True
+            raise
+        except BaseException:
+            self._done = True
+            self._stop.cancel()
+            raise
+
+    def close(self) -> None:
+        """Stops the decoding if it has not finished (as a generator's ``close``)."""
+        if not self._done:
+            self._done = True
+            self._stop.cancel()
+            self._inner.close()
+
+    def __del__(self) -> None:
+        if not self._done:
+            self._stop.cancel()
 
 
 def _segments(events: "queue.Queue[Tuple[str, Any]]", early: List[dict], final: Optional[dict],

@@ -199,8 +199,9 @@ impl NativeEngine {
     /// (`{"results":[…],"stats":{…}}`, results in input order, a failed input carrying its
     /// error). Bad options raise; a bad input fails alone. `on_event`, when given, is called
     /// from the engine's threads with each progress event as JSON ([`event_json`]); what it
-    /// raises is ignored.
-    #[pyo3(signature = (inputs, options=None, verbose=false, on_event=None))]
+    /// raises is ignored. Once `cancel` is set the work stops at the next model pass and the
+    /// unfinished inputs fail with `timeout`.
+    #[pyo3(signature = (inputs, options=None, verbose=false, on_event=None, cancel=None))]
     fn transcribe(
         &self,
         py: Python<'_>,
@@ -208,8 +209,14 @@ impl NativeEngine {
         options: Option<&Bound<'_, PyDict>>,
         verbose: bool,
         on_event: Option<Py<PyAny>>,
+        cancel: Option<PyRef<'_, Cancel>>,
     ) -> PyResult<String> {
         let mut opts = options::decode_options(&self.engine.config().decode, options).py_err(py)?;
+        if let Some(c) = cancel {
+            // A flag, not a Python callable: the engine polls it at every model pass, and must
+            // not need the GIL for that.
+            opts.cancel = dicta_core::Cancel::from_flag(Arc::clone(&c.flag));
+        }
         if let Some(cb) = on_event {
             opts.progress = dicta_engine::progress::Progress::new(move |e| {
                 let text = event_json(&e).to_string();
@@ -411,9 +418,37 @@ fn fetch_model(
         .py_err(py)
 }
 
+/// A flag that stops a running `Engine.transcribe` (`dicta.Cancel`): set from any thread.
+#[pyclass(module = "dicta._dicta", frozen)]
+struct Cancel {
+    flag: Arc<std::sync::atomic::AtomicBool>,
+}
+
+#[pymethods]
+impl Cancel {
+    #[new]
+    fn new() -> Self {
+        Self {
+            flag: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+        }
+    }
+
+    /// Stops the work this flag was given to (at its next model pass).
+    fn cancel(&self) {
+        self.flag.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Whether [`Cancel::cancel`] was called.
+    #[getter]
+    fn cancelled(&self) -> bool {
+        self.flag.load(std::sync::atomic::Ordering::Acquire)
+    }
+}
+
 #[pymodule]
 fn _dicta(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeEngine>()?;
+    m.add_class::<Cancel>()?;
     m.add_class::<NativeSession>()?;
     m.add_function(wrap_pyfunction!(decode_audio, m)?)?;
     m.add_function(wrap_pyfunction!(known_models, m)?)?;

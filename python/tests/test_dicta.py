@@ -307,6 +307,28 @@ def test_sessions_end_utterances_on_silence(engine):
         engine.open_session(vad=True)
 
 
+def test_transcribe_stops_when_cancelled(engine):
+    # 220 s of speech, cancelled from the first segments' event: the work stops at the next
+    # model pass (well before the end), and the input's result says so.
+    audio = np.tile(dicta.decode_audio(str(JFK)), 20)
+    stop = dicta.Cancel()
+    seen = []
+
+    def on_event(e):
+        seen.append(e)
+        if e["type"] == "segments":
+            stop.cancel()
+
+    out = engine.transcribe(("long", audio, 16000), on_event=on_event, cancel=stop)
+    r = out["results"][0]
+    assert stop.cancelled and r["error"]["type"] == "timeout", r.get("error")
+    done = max((e["seconds"] for e in seen if e["type"] == "audio"), default=0.0)
+    assert done < 100, seen
+    # A flag that is never set changes nothing.
+    out = engine.transcribe(str(JFK), cancel=dicta.Cancel())
+    assert out["results"][0]["error"] is None and "country" in out["results"][0]["text"]
+
+
 def test_sessions_in_threads_share_the_worker(engine):
     clips = [dicta.decode_audio(p) for p in (str(JFK), str(WAV_16K), str(MP3))]
     alone = [stream(engine, c, 4000) for c in clips]

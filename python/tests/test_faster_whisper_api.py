@@ -176,3 +176,35 @@ def test_detect_language_is_faster_whispers_on_base():
             language_detection_threshold=case["language_detection_threshold"], max_new_tokens=1,
             without_timestamps=True, beam_size=1, temperature=0.0)
         assert info.all_language_probs == probs, case
+
+
+def test_segments_left_unread_stop_the_decoding(model):
+    # 220 s of speech; the decoding behind `segments` stops once the caller stops reading.
+    import gc
+    import threading
+
+    audio = np.tile(dicta.decode_audio(str(JFK)), 20)
+
+    def workers():
+        return [t for t in threading.enumerate() if t.name == "dicta-transcribe"]
+
+    segments, _ = model.transcribe(audio)
+    first = next(segments)
+    assert first.text.strip()
+    segments.close()
+    assert segments._stop.cancelled
+    for t in workers():
+        t.join(60)
+        assert not t.is_alive()
+    with pytest.raises(StopIteration):
+        next(segments)
+    # Dropped without a read: cancelled as well.
+    segments, _ = model.transcribe(audio)
+    stop = segments._stop
+    del segments
+    gc.collect()
+    assert stop.cancelled
+    # Read to the end: never cancelled, and every segment is there.
+    segments, _ = model.transcribe(audio[: 60 * 16000])
+    stop = segments._stop
+    assert len(list(segments)) >= 5 and not stop.cancelled
