@@ -37,6 +37,7 @@ from typing import Any, BinaryIO, Iterator, List, Optional, Tuple, Union
 from . import Cancel, Engine, errors, fetch_model, known_models
 from . import decode_audio as _decode_audio
 from ._dicta import SAMPLE_RATE, __version__
+from ._dicta import decode_audio_channels as _decode_audio_channels
 
 __all__ = [
     "WhisperModel",
@@ -442,15 +443,26 @@ class BatchedInferencePipeline:
 def decode_audio(input_file: Union[str, "os.PathLike[str]", BinaryIO], sampling_rate: int = 16000,
                  split_stereo: bool = False) -> Any:
     """faster-whisper's ``decode_audio``: a path or a binary file object as 16 kHz mono float32
-    (Dicta's decoder, the samples its engine hears). Other rates and ``split_stereo`` are refused
-    (``transcribe(..., channels="split")`` on :class:`dicta.Engine` transcribes channels apart)."""
+    (Dicta's decoder, the samples its engine hears); with ``split_stereo``, ``(left, right)``,
+    each channel on its own (a mono file gives its samples twice, as faster-whisper's stereo
+    resampling does; a file of more than two channels is refused). Other rates are refused."""
     if sampling_rate != SAMPLE_RATE:
         raise errors.InvalidInput(f"sampling_rate must be {SAMPLE_RATE} (Dicta decodes to it), got {sampling_rate!r}")
-    if split_stereo:
-        raise errors.InvalidInput("split_stereo is not supported; dicta.Engine.transcribe(..., channels=\"split\") "
-                                  "transcribes each channel on its own")
     source = input_file.read() if hasattr(input_file, "read") else input_file
-    return _decode_audio(source)
+    if not split_stereo:
+        return _decode_audio(source)
+    if not isinstance(source, (bytes, bytearray, memoryview)):
+        source = os.fspath(source)
+    else:
+        source = bytes(source)
+    import numpy as np
+
+    channels = [np.frombuffer(c, dtype="<f4").copy() for c in _decode_audio_channels(source)]
+    if len(channels) == 1:
+        return channels[0], channels[0].copy()
+    if len(channels) != 2:
+        raise errors.InvalidInput(f"split_stereo takes a mono or stereo file, this one has {len(channels)} channels")
+    return channels[0], channels[1]
 
 
 def available_models() -> List[str]:

@@ -394,6 +394,30 @@ fn decode_audio<'py>(py: Python<'py>, source: &Bound<'py, PyAny>) -> PyResult<Bo
     Ok(PyBytes::new(py, &bytes))
 }
 
+/// Every channel of an audio file (a path or its bytes) at 16 kHz, as little-endian f32 bytes
+/// per channel: faster-whisper's `decode_audio(split_stereo=True)` samples on a stereo file.
+#[pyfunction]
+fn decode_audio_channels<'py>(
+    py: Python<'py>,
+    source: &Bound<'py, PyAny>,
+) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+    let loaded = if let Ok(path) = source.extract::<PathBuf>() {
+        py.detach(|| dicta_audio::decode::load_channels_path(Path::new(&path)))
+    } else {
+        let bytes = source.extract::<PyBackedBytes>()?.to_vec();
+        py.detach(|| dicta_audio::decode::load_channels_owned(bytes, "<bytes>"))
+    }
+    .py_err(py)?;
+    Ok(loaded
+        .channels
+        .iter()
+        .map(|c| {
+            let bytes: Vec<u8> = c.iter().flat_map(|s| s.to_le_bytes()).collect();
+            PyBytes::new(py, &bytes)
+        })
+        .collect())
+}
+
 /// Names of the models `Engine(model=…)` fetches by name.
 #[pyfunction]
 fn known_models() -> Vec<(&'static str, &'static str)> {
@@ -451,6 +475,7 @@ fn _dicta(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Cancel>()?;
     m.add_class::<NativeSession>()?;
     m.add_function(wrap_pyfunction!(decode_audio, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_audio_channels, m)?)?;
     m.add_function(wrap_pyfunction!(known_models, m)?)?;
     m.add_function(wrap_pyfunction!(fetch_model, m)?)?;
     m.add("DEFAULT_MODEL", dicta_fetch::DEFAULT_MODEL)?;

@@ -122,6 +122,23 @@ def test_module_helpers_are_faster_whispers():
     assert len(a) == 176000 and np.array_equal(a, b) and np.array_equal(a, dicta.decode_audio(str(JFK)))
     with pytest.raises(dicta.InvalidInput, match="sampling_rate"):
         decode_audio(str(JFK), sampling_rate=8000)
+    # split_stereo: each channel on its own, the samples of the dev set's one-channel copies of
+    # the stereo recording (made by ffmpeg's pan, the same 16 kHz samples); a mono file's one
+    # channel twice.
+    stereo = DATA / "faster_whisper" / "stereo_diarization.wav"
+    left, right = decode_audio(str(stereo), split_stereo=True)
+    want = [dicta.decode_audio(str(DATA / "faster_whisper" / f"stereo_diarization.ch{c}.16k.wav")) for c in (0, 1)]
+    assert len(left) == len(right) == len(want[0]), (len(left), len(want[0]))
+    assert np.array_equal(left, want[0]) and np.array_equal(right, want[1])
+    assert not np.array_equal(left, right)
+    with open(stereo, "rb") as f:
+        l2, r2 = decode_audio(f, split_stereo=True)
+    assert np.array_equal(l2, left) and np.array_equal(r2, right)
+    mono = DATA / "coqui_tts" / "LJ001-0002.16k.wav"
+    m1, m2 = decode_audio(str(mono), split_stereo=True)
+    assert np.array_equal(m1, m2) and np.array_equal(m1, decode_audio(str(mono)))
+    with pytest.raises(dicta.CorruptInput):
+        decode_audio(b"RIFF\x10\x00\x00\x00WAVEjunkjunkjunk", split_stereo=True)
     names = available_models()
     assert "tiny.en" in names and "base" in names and "silero-vad" not in names
     assert (Path(download_model("tiny.en")) / "model.bin").is_file()
