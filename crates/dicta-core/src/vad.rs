@@ -108,6 +108,15 @@ impl VadOptions {
         o.validate()?;
         Ok(o)
     }
+
+    /// [`VadOptions::overlaid`] with the fields of a JSON object given as text (a command
+    /// line's or a `custom_configuration` value). Errors also name text that is not JSON.
+    pub fn overlaid_json(&self, text: &str) -> Result<Self> {
+        let fields: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+            Error::invalid_input(format!("must be a JSON object of VAD options: {e}"))
+        })?;
+        self.overlaid(&fields)
+    }
 }
 
 #[cfg(test)]
@@ -128,6 +137,14 @@ mod overlay_tests {
             .unwrap();
         assert_eq!(o.max_speech_duration_s, 20.0);
         assert_eq!(base.overlaid(&serde_json::json!({})).unwrap(), base);
+        assert_eq!(
+            base.overlaid_json(r#"{"threshold": 0.6}"#)
+                .unwrap()
+                .threshold,
+            0.6
+        );
+        let e = base.overlaid_json("{threshold").unwrap_err();
+        assert!(e.message.contains("JSON object"), "{e}");
         for bad in [
             serde_json::json!({"min_silence": 3}),
             serde_json::json!({"threshold": 2.0}),

@@ -139,10 +139,8 @@ fn session_options(args: &StreamArgs) -> SessionOptions {
 }
 
 fn parse_vad_parameters(text: &str) -> std::result::Result<dicta_core::VadOptions, String> {
-    let fields: serde_json::Value =
-        serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
     dicta_core::VadOptions::endpointing()
-        .overlaid(&fields)
+        .overlaid_json(text)
         .map_err(|e| e.message)
 }
 

@@ -245,16 +245,31 @@ impl WhisperSession {
     }
 
     pub fn reset(&mut self) {
-        self.buffer.clear();
-        self.buffer_start = 0;
         self.incoming.clear();
-        self.agreement = new_agreement(&self.backend.geometry);
-        self.segment_ends.clear();
-        self.last_tokens.clear();
-        self.last_partial.clear();
+        self.restart_at(0);
         if let Some(g) = &mut self.gate {
             g.reset();
         }
+    }
+
+    /// Starts a new utterance at stream sample `at` (0: a new stream): no buffer, a new
+    /// agreement (told where its buffer starts, past the stream's start), no hypothesis.
+    fn restart_at(&mut self, at: u64) {
+        self.buffer.clear();
+        self.buffer_start = at;
+        self.agreement = new_agreement(&self.backend.geometry);
+        if at > 0 {
+            self.agreement
+                .buffer_starts_at(at as f64 / SAMPLE_RATE as f64);
+        }
+        self.segment_ends.clear();
+        self.last_tokens.clear();
+        self.last_partial.clear();
+    }
+
+    /// Stream sample just past the buffer.
+    fn buffer_end(&self) -> u64 {
+        self.buffer_start + self.buffer.len() as u64
     }
 
     /// Samples held (buffer + not yet decoded).
@@ -279,7 +294,7 @@ impl WhisperSession {
         // never changes them.
         loop {
             let step = self.backend.geometry.next_step(self.buffer.len());
-            let buffer_end = self.buffer_start + self.buffer.len() as u64;
+            let buffer_end = self.buffer_end();
             let available = self.incoming.len() - taken;
             // An utterance that ends before the next step is due: decode it to its end now,
             // without waiting for the rest of the step.
@@ -355,7 +370,7 @@ impl WhisperSession {
         let Some(g) = &self.gate else {
             return false;
         };
-        let end = self.buffer_start + self.buffer.len() as u64;
+        let end = self.buffer_end();
         self.agreement.pending().is_empty()
             && matches!(g.activity_at(end), Activity::Quiet | Activity::Onset { .. })
     }
@@ -366,7 +381,7 @@ impl WhisperSession {
         let Some(g) = &self.gate else {
             return;
         };
-        let end = self.buffer_start + self.buffer.len() as u64;
+        let end = self.buffer_end();
         let from = match g.activity_at(end) {
             Activity::Onset { start } => start,
             _ => end,
@@ -403,7 +418,7 @@ impl WhisperSession {
         if !self.agreement.pending().is_empty() {
             return;
         }
-        let end = self.buffer_start + self.buffer.len() as u64;
+        let end = self.buffer_end();
         let Activity::Speech { start } = g.activity_at(end) else {
             return;
         };
@@ -432,14 +447,7 @@ impl WhisperSession {
         if let Some(e) = final_event(rest) {
             events.push(e);
         }
-        self.buffer.clear();
-        self.buffer_start = end.at;
-        self.agreement = new_agreement(&self.backend.geometry);
-        self.agreement
-            .buffer_starts_at(end.at as f64 / SAMPLE_RATE as f64);
-        self.segment_ends.clear();
-        self.last_tokens.clear();
-        self.last_partial.clear();
+        self.restart_at(end.at);
         if let Some(g) = &mut self.gate {
             g.forget_before(end.at);
         }

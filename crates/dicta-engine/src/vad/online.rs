@@ -10,7 +10,7 @@
 use std::collections::VecDeque;
 
 use dicta_core::{Result, VadOptions};
-use dicta_models::vad::silero::{SileroState, CONTEXT, INPUT, WINDOW};
+use dicta_models::vad::silero::{rows_with_context, SileroState, CONTEXT, WINDOW};
 
 use super::{Vad, RATE};
 
@@ -76,11 +76,10 @@ impl Rules {
 #[derive(Debug, Clone)]
 struct Hysteresis {
     rules: Rules,
-    now: Activity,
     /// Start of the current run of windows under `neg_threshold` in an utterance
     /// (faster-whisper's `temp_end`).
     silent_since: Option<u64>,
-    /// Activity before the first entry of `history`.
+    /// Activity before the first entry of `history` (and now, when it is empty).
     base: Activity,
     /// `(decided at, activity from then on)`, in order.
     history: VecDeque<(u64, Activity)>,
@@ -92,7 +91,6 @@ impl Hysteresis {
     fn new(rules: Rules) -> Self {
         Self {
             rules,
-            now: Activity::Quiet,
             silent_since: None,
             base: Activity::Quiet,
             history: VecDeque::new(),
@@ -100,9 +98,13 @@ impl Hysteresis {
         }
     }
 
+    /// The activity after the last window.
+    fn now(&self) -> Activity {
+        self.history.back().map_or(self.base, |&(_, a)| a)
+    }
+
     fn set(&mut self, decided: u64, a: Activity) {
-        if a != self.now {
-            self.now = a;
+        if a != self.now() {
             self.history.push_back((decided, a));
         }
     }
@@ -112,7 +114,7 @@ impl Hysteresis {
         let r = self.rules;
         let p = f64::from(p);
         let end = pos + WINDOW as u64;
-        match self.now {
+        match self.now() {
             Activity::Quiet => {
                 if p >= r.threshold {
                     self.silent_since = None;
@@ -134,7 +136,7 @@ impl Hysteresis {
         let silence_over = self
             .silent_since
             .is_some_and(|s| pos.saturating_sub(s) >= r.min_silence);
-        match self.now {
+        match self.now() {
             Activity::Onset { start } => {
                 if silence_over {
                     // A burst too short to count: no utterance.
@@ -197,7 +199,7 @@ pub struct OnlineVad {
     vad: Vad,
     state: SileroState,
     /// The previous window's last 64 samples (zeros before the first).
-    context: Vec<f32>,
+    context: [f32; CONTEXT],
     /// Samples not yet filling a window.
     partial: Vec<f32>,
     /// Samples consumed into whole windows.
@@ -215,7 +217,7 @@ impl OnlineVad {
         Ok(Self {
             vad,
             state: SileroState::default(),
-            context: vec![0.0; CONTEXT],
+            context: [0.0; CONTEXT],
             partial: Vec::with_capacity(WINDOW),
             pos: 0,
             rules: Hysteresis::new(Rules::new(opts)),
@@ -233,12 +235,7 @@ impl OnlineVad {
         }
         let mut joined = std::mem::take(&mut self.partial);
         joined.extend_from_slice(samples);
-        let mut rows = Vec::with_capacity(windows * INPUT);
-        for w in joined[..windows * WINDOW].chunks_exact(WINDOW) {
-            rows.extend_from_slice(&self.context);
-            rows.extend_from_slice(w);
-            self.context.copy_from_slice(&w[WINDOW - CONTEXT..]);
-        }
+        let rows = rows_with_context(&mut self.context, &joined[..windows * WINDOW]);
         let probs = self.vad.model.forward(&rows, &mut self.state)?;
         for p in probs {
             self.rules.window(self.pos, p);
@@ -274,11 +271,6 @@ impl OnlineVad {
         self.rules.rules.pad
     }
 
-    /// Samples run through the detector so far (whole windows).
-    pub fn position(&self) -> u64 {
-        self.pos
-    }
-
     /// Starts over at position 0 (a new stream).
     pub fn reset(&mut self) {
         self.state = SileroState::default();
@@ -293,7 +285,7 @@ impl std::fmt::Debug for OnlineVad {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OnlineVad")
             .field("position", &self.pos)
-            .field("activity", &self.rules.now)
+            .field("activity", &self.rules.now())
             .finish_non_exhaustive()
     }
 }

@@ -5,7 +5,6 @@ use dicta_audio::mel::MelSpectrogram;
 use dicta_core::{Error, Result};
 use dicta_models::whisper::{Whisper, WhisperConfig};
 
-use super::logits::argmax;
 use super::options::{DecodeOptions, InputOptions, Task};
 use super::segments::{FRAMES_PER_SECOND, WINDOW_FRAMES};
 use super::transcriber::{decoder_batch, window};
@@ -260,7 +259,7 @@ fn detect(
 
 /// Every language's probability in each window of encoder states `enc` `[N, 1500, d]`, most
 /// likely first (CTranslate2's `detect_language`: the language tokens' softmax after
-/// `<|startoftranscript|>`, sorted; equal probabilities keep the tokens' order). The caller
+/// `<|startoftranscript|>`, sorted; equal scores keep the tokens' order). The caller
 /// holds the model's turn.
 fn detect_encoded(model: &Whisper, enc: &candle_core::Tensor) -> Result<Vec<Distribution>> {
     let cfg = &model.config;
@@ -279,13 +278,13 @@ fn detect_encoded(model: &Whisper, enc: &candle_core::Tensor) -> Result<Vec<Dist
                 .map(|(_, id)| row[*id as usize])
                 .collect();
             let probs = softmax(&scores);
+            // The most likely first, by score (a stable sort: equal scores keep the tokens'
+            // order, so the first is the first maximum, as `argmax` picks).
             let mut order: Vec<usize> = (0..scores.len()).collect();
-            // The most likely first; the argmax's pick among equal scores stays first.
-            let best = argmax(&scores);
             order.sort_by(|&a, &b| {
-                (b == best)
-                    .cmp(&(a == best))
-                    .then(probs[b].total_cmp(&probs[a]))
+                scores[b]
+                    .partial_cmp(&scores[a])
+                    .unwrap_or(std::cmp::Ordering::Equal)
             });
             order
                 .into_iter()

@@ -61,6 +61,19 @@ impl Default for SileroState {
     }
 }
 
+/// Model input rows `[n, 576]` of `windows` (`n` whole 512-sample windows): each window after
+/// the 64 samples before it, `context` for the first; `context` is left holding the last
+/// window's last 64 samples, the next row's context.
+pub fn rows_with_context(context: &mut [f32; CONTEXT], windows: &[f32]) -> Vec<f32> {
+    let mut rows = Vec::with_capacity(windows.len() / WINDOW * INPUT);
+    for w in windows.chunks_exact(WINDOW) {
+        rows.extend_from_slice(context);
+        rows.extend_from_slice(w);
+        context.copy_from_slice(&w[WINDOW - CONTEXT..]);
+    }
+    rows
+}
+
 /// A conv layer as a matmul: weights `[c_in·k, c_out]` (im2col order), bias `[c_out]`.
 struct Conv {
     w: Tensor,
@@ -222,16 +235,12 @@ impl SileroVad {
         // Built a block at a time: a one-hour recording's rows would be ≈ 260 MB at once. The
         // next block is encoded (in parallel parts) while the LSTM runs through this one.
         let encode_block = |first: usize| -> Result<Vec<f32>> {
-            let mut rows = Vec::with_capacity(BLOCK.min(n - first) * INPUT);
-            for i in first..(first + BLOCK).min(n) {
-                if i == 0 {
-                    rows.extend_from_slice(&[0.0; CONTEXT]);
-                } else {
-                    rows.extend_from_slice(&padded[i * WINDOW - CONTEXT..i * WINDOW]);
-                }
-                rows.extend_from_slice(&padded[i * WINDOW..(i + 1) * WINDOW]);
+            let mut context = [0.0; CONTEXT];
+            if first > 0 {
+                context.copy_from_slice(&padded[first * WINDOW - CONTEXT..first * WINDOW]);
             }
-            self.encode_par(&rows)
+            let windows = &padded[first * WINDOW..(first + BLOCK).min(n) * WINDOW];
+            self.encode_par(&rows_with_context(&mut context, windows))
         };
         let mut state = SileroState::default();
         let mut probs = Vec::with_capacity(n);

@@ -337,13 +337,13 @@ pub(crate) fn stream_options(
                     .vad_parameters
                     .clone()
                     .unwrap_or_else(dicta_core::VadOptions::endpointing);
-                let fields: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+                let given = base.overlaid_json(text).map_err(|e| {
                     Error::invalid_input(format!(
-                        "custom_configuration: vad_parameters must be a JSON object of VAD \
-                         options: {e}"
+                        "custom_configuration: vad_parameters {}",
+                        e.message
                     ))
                 })?;
-                o.vad_parameters = Some(base.overlaid(&fields)?);
+                o.vad_parameters = Some(given);
             }
             other => {
                 return Err(Error::invalid_input(format!(
