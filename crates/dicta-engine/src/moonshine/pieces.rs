@@ -97,6 +97,79 @@ pub fn cut_at_pauses(samples: &[f32], min: usize, max: usize) -> Vec<Range<usize
     pieces
 }
 
+/// Frames a pause lasts at least for [`cut_at_first_pauses`] (400 ms: between sentences, longer
+/// than the breaks between a sentence's phrases).
+const PAUSE: usize = 40;
+/// How far below the recording's loud frames (their 95th percentile energy) a pause is: 35 dB.
+const PAUSE_DB: f64 = 35.0;
+
+/// Pieces of `samples` that end at the first pause once they are `after` samples long: the
+/// quietest 200 ms of the first stretch of at least 400 ms that lies [`PAUSE_DB`] under the
+/// recording's loud frames. A stretch of speech with no such pause within `max` samples is
+/// cut as [`cut_at_pauses`] cuts (the quietest 200 ms between `min` and `max`). So a piece
+/// holds one utterance where the speaker pauses between utterances, and no piece is cut
+/// inside speech that fits in `max`.
+pub fn cut_at_first_pauses(
+    samples: &[f32],
+    after: usize,
+    min: usize,
+    max: usize,
+) -> Vec<Range<usize>> {
+    let n = samples.len();
+    let energy: Vec<f64> = samples
+        .chunks(FRAME)
+        .map(|c| c.iter().map(|&x| f64::from(x) * f64::from(x)).sum())
+        .collect();
+    let mut sorted = energy.clone();
+    sorted.sort_by(f64::total_cmp);
+    let loud = sorted.get(sorted.len() * 95 / 100).copied().unwrap_or(0.0);
+    if loud <= 0.0 {
+        return cut_at_pauses(samples, min, max);
+    }
+    let floor = loud * 10f64.powf(-PAUSE_DB / 10.0);
+    let quiet: Vec<bool> = energy.iter().map(|&e| e <= floor).collect();
+    let mut pieces = Vec::new();
+    let mut start = 0usize;
+    loop {
+        // The first run of PAUSE quiet frames starting at or after `start + after` whose
+        // middle fits in the piece; the cut goes to the middle of the run's quietest window.
+        let from = (start + after).div_ceil(FRAME);
+        let limit = ((start + max) / FRAME).min(energy.len());
+        let mut cut = None;
+        let mut f = from;
+        while f < limit {
+            if !quiet[f] {
+                f += 1;
+                continue;
+            }
+            let run_end = (f..energy.len())
+                .find(|&g| !quiet[g])
+                .unwrap_or(energy.len());
+            if run_end - f >= PAUSE && run_end < energy.len() {
+                // Centre of the run (a pause is silence on both sides of the cut).
+                cut = Some(((f + run_end) / 2 * FRAME).min(start + max));
+                break;
+            }
+            f = run_end;
+        }
+        match cut {
+            Some(c) if c > start => {
+                pieces.push(start..c);
+                start = c;
+            }
+            _ if n - start > max => {
+                let rest = cut_at_pauses(&samples[start..], min, max);
+                let c = start + rest[0].end;
+                pieces.push(start..c);
+                start = c;
+            }
+            _ => break,
+        }
+    }
+    pieces.push(start..n);
+    pieces
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,6 +188,54 @@ mod tests {
             cut_at_pauses(&[], 10, 16_000),
             std::iter::once(0..0).collect::<Vec<_>>()
         );
+    }
+
+    /// Tones of `secs` seconds each, with `gap` seconds of a faint hum (−80 dBFS) between them.
+    fn utterances(secs: &[f32], gap: f32) -> (Vec<f32>, Vec<std::ops::Range<usize>>) {
+        let mut x = Vec::new();
+        let mut gaps = Vec::new();
+        for (i, &s) in secs.iter().enumerate() {
+            if i > 0 {
+                let g = (gap * 16_000.0) as usize;
+                gaps.push(x.len()..x.len() + g);
+                x.extend((0..g).map(|j| (j as f32 * 0.01).sin() * 1e-4));
+            }
+            x.extend(tone((s * 16_000.0) as usize));
+        }
+        (x, gaps)
+    }
+
+    #[test]
+    fn first_pauses_end_pieces_once_they_are_long_enough() {
+        // 3 s, 0.3 s, 2 s, 6 s, with 0.6 s pauses: the pause after 0.3 s of speech is skipped
+        // (its piece, from the middle of the pause before, is not a second long before the next
+        // 400 ms of quiet), every other ends a piece.
+        let (x, gaps) = utterances(&[3.0, 0.3, 2.0, 6.0], 0.6);
+        let p = cut_at_first_pauses(&x, 16_000, 8 * 16_000, 20 * 16_000);
+        assert_eq!(p.len(), 3, "{p:?}");
+        assert_eq!((p[0].start, p[2].end), (0, x.len()));
+        for (w, gap) in p.windows(2).zip([&gaps[0], &gaps[2]]) {
+            assert_eq!(w[0].end, w[1].start);
+            assert!(gap.contains(&w[0].end), "cut {} not in {gap:?}", w[0].end);
+        }
+        // A pause shorter than 400 ms ends nothing.
+        let (x, _) = utterances(&[3.0, 3.0], 0.3);
+        assert_eq!(
+            cut_at_first_pauses(&x, 16_000, 8 * 16_000, 20 * 16_000).len(),
+            1
+        );
+        // Speech without pauses longer than `max` is cut as `cut_at_pauses` cuts.
+        let x = tone(45 * 16_000);
+        assert_eq!(
+            cut_at_first_pauses(&x, 16_000, 8 * 16_000, 20 * 16_000),
+            cut_at_pauses(&x, 8 * 16_000, 20 * 16_000)
+        );
+        // Silence alone: one piece; nothing at all: one empty piece.
+        assert_eq!(
+            cut_at_first_pauses(&vec![0.0; 50_000], 16_000, 1, 20 * 16_000).len(),
+            1
+        );
+        assert_eq!(cut_at_first_pauses(&[], 16_000, 1, 20 * 16_000), [0..0]);
     }
 
     #[test]

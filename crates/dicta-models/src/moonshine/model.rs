@@ -112,7 +112,11 @@ impl Weights {
                 None
             };
             let w = PackedU8Asym::new(&q.values, q.k, q.n, q.signed, q.zero_point, q.scale);
-            return Ok(Linear::onnx_quantized(w, b));
+            return Ok(if q.float_product {
+                Linear::asym_per_row(w, b)
+            } else {
+                Linear::onnx_quantized(w, b)
+            });
         }
         let w = self.take(&format!("{p}.weight"), &[out, inp])?;
         let b = if bias {

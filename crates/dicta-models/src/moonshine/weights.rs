@@ -2,9 +2,13 @@
 //! `moonshine-cpp` ship): each layer's tensors are found through the node that consumes them,
 //! dequantized to f32 and stored under Hugging Face `MoonshineForConditionalGeneration` names.
 //!
-//! Matmul weights are dynamically quantized in these files (`MatMulIntegerToFloat`,
-//! `DynamicQuantizeMatMul`: 8-bit `B [in, out]` with a per-tensor or per-column scale and zero
-//! point); they are stored here as `(B − zero_point) · scale`, transposed to `[out, in]`.
+//! Two export styles are read. `moonshine-voice`'s tiny quantizes matmuls dynamically
+//! (`MatMulIntegerToFloat`, `DynamicQuantizeMatMul`: 8-bit `B [in, out]` with a per-tensor or
+//! per-column scale and zero point) and fuses layer norms; `moonshine-cpp`'s base stores weights
+//! as 8-bit only (`Cast → Mul(scale) → Add(zero point)` in the graph, then float `MatMul`), spells
+//! layer norms out (`ReduceMean`, …, `Mul(γ)`), names the attention output `dense` and the
+//! decoder MLP `up_proj` / `down_proj`, and ties the output projection to the token embedding
+//! (`Transpose`). Either way weights are stored here dequantized, transposed to `[out, in]`.
 
 use std::collections::HashMap;
 
@@ -29,6 +33,9 @@ pub struct QuantizedMatmul {
     pub zero_point: i32,
     /// Scale.
     pub scale: f32,
+    /// The export multiplies these weights in float (it dequantizes them in the graph), so
+    /// nothing fixes how activations are quantized: per row is closest to float.
+    pub float_product: bool,
 }
 
 /// A dense layer's `[out, in]` shape, weights and optional bias.
@@ -67,9 +74,103 @@ impl<'a> View<'a> {
             .ok_or_else(|| missing(&format!("initializer {name:?}")))
     }
 
+    /// The value of `name`: an initializer, or a constant the graph (or an enclosing graph)
+    /// computes from initializers with `Cast`, `Mul`, `Add` and 2-D `Transpose` (weight-only
+    /// 8-bit exports dequantize that way, and tie weights by transposing).
     fn f32s(&self, name: &str) -> Result<(Vec<usize>, Vec<f32>)> {
-        let t = self.init(name)?;
-        Ok((t.dims.clone(), t.to_f32()?))
+        if let Some(t) = self.model.initializer(self.graph, name) {
+            return Ok((t.dims.clone(), t.to_f32()?));
+        }
+        let (graph, n) = self
+            .producer(name)
+            .ok_or_else(|| missing(&format!("initializer {name:?}")))?;
+        let at = View {
+            model: self.model,
+            graph,
+        };
+        match n.op_type.as_str() {
+            "Cast" => at.input(n, 0),
+            "Mul" | "Add" => {
+                let (a, b) = (at.input(n, 0)?, at.input(n, 1)?);
+                let mul = n.op_type == "Mul";
+                let ((dims, x), (_, y)) = if b.1.len() == 1 { (a, b) } else { (b, a) };
+                if y.len() != 1 && y.len() != x.len() {
+                    return Err(Error::model_load(format!(
+                        "Moonshine .ort: constant {name:?}: {} and {} values",
+                        x.len(),
+                        y.len()
+                    )));
+                }
+                let out = x
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &v)| {
+                        let w = y[if y.len() == 1 { 0 } else { i }];
+                        if mul {
+                            v * w
+                        } else {
+                            v + w
+                        }
+                    })
+                    .collect();
+                Ok((dims, out))
+            }
+            "Transpose" => {
+                let (dims, x) = at.input(n, 0)?;
+                let &[r, c] = &dims[..] else {
+                    return Err(missing(&format!("2-D transpose for {name:?}")));
+                };
+                let mut out = vec![0f32; x.len()];
+                for i in 0..r {
+                    for j in 0..c {
+                        out[j * r + i] = x[i * c + j];
+                    }
+                }
+                Ok((vec![c, r], out))
+            }
+            _ => Err(missing(&format!("initializer {name:?}"))),
+        }
+    }
+
+    /// The node that outputs `name`, in this graph or an enclosing one, with its graph.
+    fn producer(&self, name: &str) -> Option<(usize, &'a Node)> {
+        let mut g = Some(self.graph);
+        while let Some(i) = g {
+            let info = self.model.graphs.get(i)?;
+            if let Some(n) = info
+                .nodes
+                .iter()
+                .find(|n| n.outputs.iter().any(|o| o == name))
+            {
+                return Some((i, n));
+            }
+            g = info.parent;
+        }
+        None
+    }
+
+    /// True when `name` is a constant ([`View::f32s`] can read it).
+    fn is_const(&self, name: &str) -> bool {
+        self.model.initializer(self.graph, name).is_some()
+            || self.producer(name).is_some_and(|(_, n)| {
+                matches!(n.op_type.as_str(), "Cast" | "Mul" | "Add" | "Transpose")
+                    && n.inputs.iter().all(|i| self.is_const(i))
+            })
+    }
+
+    /// The first of `names` under `prefix` (`{prefix}/{name}`) that holds a matmul.
+    fn matmul_prefix(&self, prefix: &str, names: &[&str]) -> Result<String> {
+        names
+            .iter()
+            .map(|n| format!("{prefix}/{n}"))
+            .find(|p| {
+                self.node(
+                    p,
+                    &["MatMulIntegerToFloat", "DynamicQuantizeMatMul", "MatMul"],
+                )
+                .is_some()
+            })
+            .ok_or_else(|| missing(&format!("matmul node under {prefix}/{}", names.join("|"))))
     }
 
     fn input(&self, n: &Node, i: usize) -> Result<(Vec<usize>, Vec<f32>)> {
@@ -137,13 +238,18 @@ impl<'a> View<'a> {
             signed,
             zero_point: zp as i32,
             scale,
+            float_product: false,
         }))
     }
 
     /// The stored 8-bit form of the matmul under `prefix`, when it has one.
     fn quantized(&self, prefix: &str) -> Result<Option<QuantizedMatmul>> {
         let Some(n) = self.node(prefix, &["MatMulIntegerToFloat", "DynamicQuantizeMatMul"]) else {
-            return Ok(None);
+            // A float matmul of weights the graph dequantizes from 8 bits.
+            return match self.node(prefix, &["MatMul"]).and_then(|n| n.input(1)) {
+                Some(b) => self.dequantized_chain(b),
+                None => Ok(None),
+            };
         };
         let b = n
             .input(1)
@@ -155,6 +261,88 @@ impl<'a> View<'a> {
         };
         let scale = scale.ok_or_else(|| missing("b_scale"))?;
         self.stored(b, scale, zp)
+    }
+
+    /// The stored 8-bit form of the constant `name` when the graph computes it as
+    /// `Cast(q) · scale + offset` (optionally transposed, for a tied output projection) with one
+    /// scale and an offset that is a whole number of steps: `w = (q − zp) · scale` with
+    /// `zp = −offset / scale`, onnxruntime's asymmetric form. `None` for anything else.
+    fn dequantized_chain(&self, name: &str) -> Result<Option<QuantizedMatmul>> {
+        let Some((graph, add)) = self.producer(name) else {
+            return Ok(None);
+        };
+        let at = View {
+            model: self.model,
+            graph,
+        };
+        if add.op_type == "Transpose" {
+            let Some(mut q) = add
+                .input(0)
+                .map(|i| at.dequantized_chain(i))
+                .transpose()?
+                .flatten()
+            else {
+                return Ok(None);
+            };
+            let (k, n) = (q.k, q.n);
+            let mut t = vec![0i32; k * n];
+            for i in 0..k {
+                for j in 0..n {
+                    t[j * k + i] = q.values[i * n + j];
+                }
+            }
+            (q.values, q.k, q.n) = (t, n, k);
+            return Ok(Some(q));
+        }
+        let scalar = |v: &View<'_>, i: &str| -> Option<f32> {
+            match v.f32s(i).ok()?.1[..] {
+                [x] => Some(x),
+                _ => None,
+            }
+        };
+        let operand = |n: &Node, op: &str| -> Option<(String, f32)> {
+            if n.op_type != op || n.inputs.len() != 2 {
+                return None;
+            }
+            let c = n
+                .inputs
+                .iter()
+                .position(|i| at.is_const(i) && scalar(&at, i).is_some())?;
+            Some((n.inputs[1 - c].clone(), scalar(&at, &n.inputs[c])?))
+        };
+        let Some((scaled, offset)) = operand(add, "Add") else {
+            return Ok(None);
+        };
+        let Some((cast, scale)) = at.producer(&scaled).and_then(|(_, m)| operand(m, "Mul")) else {
+            return Ok(None);
+        };
+        let Some(q) = at
+            .producer(&cast)
+            .filter(|(_, c)| c.op_type == "Cast")
+            .and_then(|(_, c)| c.input(0))
+        else {
+            return Ok(None);
+        };
+        let zp = -offset / scale;
+        if !(scale > 0.0 && (zp - zp.round()).abs() < 1e-3 && zp.abs() <= 255.0) {
+            return Ok(None);
+        }
+        let t = at.init(q)?;
+        let (&[k, n], signed) = (&t.dims[..], t.dtype == DataType::I8) else {
+            return Ok(None);
+        };
+        if !matches!(t.dtype, DataType::I8 | DataType::U8) {
+            return Ok(None);
+        }
+        Ok(Some(QuantizedMatmul {
+            k,
+            n,
+            values: t.to_f32()?.into_iter().map(|v| v as i32).collect(),
+            signed,
+            zero_point: zp.round() as i32,
+            scale,
+            float_product: true,
+        }))
     }
 
     /// The `[out, in]` weight and optional bias of the matmul under `prefix`.
@@ -179,7 +367,16 @@ impl<'a> View<'a> {
                 self.dequant(b, n.input(2).ok_or_else(|| missing("b_scale"))?, n.input(3))?,
                 n.input(4),
             ),
-            _ => (self.f32s(b)?, None),
+            // A float matmul's bias is a separate `Add` of a constant under the same prefix.
+            _ => {
+                let add = self.node(prefix, &["Add"]).and_then(|a| {
+                    a.inputs
+                        .iter()
+                        .find(|i| !i.is_empty() && self.is_const(i))
+                        .map(String::as_str)
+                });
+                (self.f32s(b)?, add)
+            }
         };
         let [k, m] = dims[..] else {
             return Err(Error::model_load(format!(
@@ -200,20 +397,62 @@ impl<'a> View<'a> {
     }
 
     /// Gamma and beta of the layer norm under `prefix`.
+    /// Gamma and beta of the layer norm under `prefix`: a `LayerNormalization` node, or the
+    /// spelled-out form whose last steps are `Mul(γ)` and, when present, `Add(β)`.
     fn layer_norm(&self, prefix: &str) -> Result<(Vec<f32>, Vec<f32>)> {
-        let n = self
-            .node(prefix, &["LayerNormalization"])
+        if let Some(n) = self.node(prefix, &["LayerNormalization"]) {
+            let w = self.input(n, 1)?.1;
+            let b = match n.input(2) {
+                Some(name) => self.f32s(name)?.1,
+                None => vec![0.0; w.len()],
+            };
+            return Ok((w, b));
+        }
+        let (mul, gamma) = self
+            .const_operand(prefix, "Mul", None)
             .ok_or_else(|| missing(&format!("layer norm under {prefix}")))?;
-        let w = self.input(n, 1)?.1;
-        let b = match n.input(2) {
-            Some(name) => self.f32s(name)?.1,
+        let w = self.f32s(gamma)?.1;
+        let b = match self.const_operand(prefix, "Add", mul.outputs.first().map(String::as_str)) {
+            Some((_, beta)) => self.f32s(beta)?.1,
             None => vec![0.0; w.len()],
         };
         Ok((w, b))
     }
+
+    /// The first `op` node under `prefix` with a constant operand that is not a scalar (and,
+    /// with `after`, whose other operand is `after`), with that operand's name.
+    fn const_operand(
+        &self,
+        prefix: &str,
+        op: &str,
+        after: Option<&str>,
+    ) -> Option<(&'a Node, &'a str)> {
+        let p = format!("{prefix}/");
+        self.info().nodes.iter().find_map(|n| {
+            if !n.name.starts_with(&p) || n.op_type != op || n.inputs.len() != 2 {
+                return None;
+            }
+            let c = n
+                .inputs
+                .iter()
+                .position(|i| self.is_const(i) && self.f32s(i).is_ok_and(|(_, v)| v.len() > 1))?;
+            match after {
+                Some(a) if n.inputs[1 - c] != a => None,
+                _ => Some((n, n.inputs[c].as_str())),
+            }
+        })
+    }
 }
 
-fn put_linear(out: &mut Weights, name: &str, v: &View<'_>, prefix: &str) -> Result<()> {
+/// Stores the matmul under the first of `{prefix}/{names}` that exists as `name`.
+fn put_linear(
+    out: &mut Weights,
+    name: &str,
+    v: &View<'_>,
+    prefix: &str,
+    names: &[&str],
+) -> Result<()> {
+    let prefix = &v.matmul_prefix(prefix, names)?;
     if let Some(q) = v.quantized(prefix)? {
         out.quantized.insert(name.to_string(), q);
     }
@@ -252,25 +491,37 @@ fn put_norm(out: &mut Weights, name: &str, (w, b): (Vec<f32>, Vec<f32>)) {
     out.insert(format!("{name}.bias"), (vec![b.len()], b));
 }
 
-/// Counts `prefix{i}/…` layers present as layer-norm nodes.
+/// Counts `prefix{i}/…` layers present as layer-norm nodes (fused or spelled out).
 fn count_layers(v: &View<'_>, prefix: &str) -> usize {
     (0..)
         .take_while(|i| {
             v.node(
                 &format!("{prefix}{i}/input_layernorm"),
-                &["LayerNormalization"],
+                &["LayerNormalization", "ReduceMean"],
             )
             .is_some()
         })
         .count()
 }
 
+/// The rotary inverse frequencies: the constant an `Expand` (tiny) or `MatMul` (base) under
+/// `prefix` starts from.
 fn rotary(v: &View<'_>, prefix: &str) -> Result<Vec<f32>> {
-    let n = v
-        .node(prefix, &["Expand"])
+    if let Some(n) = v.node(prefix, &["Expand"]) {
+        return Ok(v.input(n, 0)?.1);
+    }
+    let (_, inv) = v
+        .const_operand(prefix, "MatMul", None)
         .ok_or_else(|| missing(&format!("rotary frequencies under {prefix}")))?;
-    Ok(v.input(n, 0)?.1)
+    Ok(v.f32s(inv)?.1)
 }
+
+const ATTENTION: [(&str, &[&str]); 4] = [
+    ("q_proj", &["q_proj"]),
+    ("k_proj", &["k_proj"]),
+    ("v_proj", &["v_proj"]),
+    ("o_proj", &["o_proj", "dense"]),
+];
 
 /// Reads the encoder file into canonical tensors (`encoder.*`, `conv*`, `groupnorm.*`).
 pub fn encoder_tensors(model: &OrtModel) -> Result<Weights> {
@@ -324,12 +575,13 @@ pub fn encoder_tensors(model: &OrtModel) -> Result<Weights> {
             &format!("{c}.post_attention_layernorm"),
             v.layer_norm(&format!("{p}/post_attention_layernorm"))?,
         );
-        for proj in ["q_proj", "k_proj", "v_proj", "o_proj"] {
+        for (proj, names) in ATTENTION {
             put_linear(
                 &mut out,
                 &format!("{c}.self_attn.{proj}"),
                 &v,
-                &format!("{p}/self_attn/{proj}"),
+                &format!("{p}/self_attn"),
+                names,
             )?;
         }
         for fc in ["fc1", "fc2"] {
@@ -337,13 +589,14 @@ pub fn encoder_tensors(model: &OrtModel) -> Result<Weights> {
                 &mut out,
                 &format!("{c}.mlp.{fc}"),
                 &v,
-                &format!("{p}/mlp/{fc}"),
+                &format!("{p}/mlp"),
+                &[fc],
             )?;
         }
     }
-    // The final norm is either a plain LayerNormalization or fused with the last residual add
-    // (SkipLayerNormalization: input, skip, gamma, beta).
-    let final_norm = match v.node("/layer_norm", &["LayerNormalization"]) {
+    // The final norm is either a plain (or spelled-out) layer norm or fused with the last
+    // residual add (SkipLayerNormalization: input, skip, gamma, beta).
+    let final_norm = match v.node("/layer_norm", &["LayerNormalization", "ReduceMean"]) {
         Some(_) => v.layer_norm("/layer_norm")?,
         None => {
             let n = v
@@ -387,7 +640,9 @@ pub fn decoder_tensors(model: &OrtModel) -> Result<Weights> {
     let table = gather
         .input(0)
         .ok_or_else(|| missing("token embedding table"))?;
-    let embed = if v.init(table)?.dtype == DataType::F32 {
+    let stored = v.model.initializer(v.graph, table).map(|t| t.dtype);
+    let embed = if stored.is_none_or(|d| d == DataType::F32) {
+        // A float table, or one the graph dequantizes itself (`Cast → Mul → Add`).
         v.f32s(table)?
     } else {
         let dq = v
@@ -428,21 +683,23 @@ pub fn decoder_tensors(model: &OrtModel) -> Result<Weights> {
             );
         }
         for attn in ["self_attn", "encoder_attn"] {
-            for proj in ["q_proj", "k_proj", "v_proj", "o_proj"] {
+            for (proj, names) in ATTENTION {
                 put_linear(
                     &mut out,
                     &format!("{c}.{attn}.{proj}"),
                     &v,
-                    &format!("{p}/{attn}/{proj}"),
+                    &format!("{p}/{attn}"),
+                    names,
                 )?;
             }
         }
-        for fc in ["fc1", "fc2"] {
+        for (fc, names) in [("fc1", ["fc1", "up_proj"]), ("fc2", ["fc2", "down_proj"])] {
             put_linear(
                 &mut out,
                 &format!("{c}.mlp.{fc}"),
                 &v,
-                &format!("{p}/mlp/{fc}"),
+                &format!("{p}/mlp"),
+                &names,
             )?;
         }
     }
@@ -451,14 +708,37 @@ pub fn decoder_tensors(model: &OrtModel) -> Result<Weights> {
         "decoder.norm",
         v.layer_norm("/model/decoder/norm")?,
     );
-    put_linear(&mut out, "proj_out", &v, "/proj_out")?;
+    put_linear(&mut out, "proj_out", &v, "", &["proj_out"])?;
     Ok(out)
 }
 
-/// Attention scale of the first encoder layer's fused score matmul (`alpha` = 1/√head_dim),
-/// when the export fused it.
+/// Attention scale of the first encoder layer's scores (1/√head_dim): the `alpha` of a fused
+/// score matmul, or the product of the constant factors its queries and keys are multiplied by
+/// (√scale each, in the spelled-out export).
 pub fn score_scale(model: &OrtModel) -> Option<f32> {
     let v = View { model, graph: 0 };
-    v.node("/layers.0/self_attn", &["FusedMatMul"])
+    if let Some(a) = v
+        .node("/layers.0/self_attn", &["FusedMatMul"])
         .and_then(|n| n.attr_float("alpha"))
+    {
+        return Some(a);
+    }
+    let scores = v.info().nodes.iter().find(|n| {
+        n.name.starts_with("/layers.0/self_attn/")
+            && n.op_type == "MatMul"
+            && n.inputs.len() == 2
+            && n.inputs.iter().all(|i| !v.is_const(i))
+    })?;
+    let factor = |name: &str| -> Option<f32> {
+        let (_, n) = v.producer(name)?;
+        if n.op_type != "Mul" {
+            return None;
+        }
+        let c = n.inputs.iter().find(|i| v.is_const(i))?;
+        match v.f32s(c).ok()?.1[..] {
+            [x] => Some(x),
+            _ => None,
+        }
+    };
+    Some(factor(&scores.inputs[0])? * factor(&scores.inputs[1])?)
 }

@@ -154,9 +154,21 @@ impl Linear {
     /// `DynamicQuantizeMatMul` do with these 8-bit weights (see [`PackedU8Asym`]). Inputs
     /// `[N, T, in]` are quantized per leading item (T rows), `[rows, in]` per row.
     pub fn onnx_quantized(w: PackedU8Asym, bias: Option<Vec<f32>>) -> Self {
+        Self::asym(w, bias, false)
+    }
+
+    /// These 8-bit weights with activations quantized per row (one scale and zero point per
+    /// row of `[.., in]`): for exports that keep 8-bit weights but multiply in float, where
+    /// finer activation steps stay closer to the float product than onnxruntime's per-tensor
+    /// dynamic quantization.
+    pub fn asym_per_row(w: PackedU8Asym, bias: Option<Vec<f32>>) -> Self {
+        Self::asym(w, bias, true)
+    }
+
+    fn asym(w: PackedU8Asym, bias: Option<Vec<f32>>, per_row: bool) -> Self {
         let out = w.n();
         Self {
-            w: Weight::U8Asym(Arc::new(AsymLinear { w, bias })),
+            w: Weight::U8Asym(Arc::new(AsymLinear { w, bias, per_row })),
             b: None,
             out,
         }
@@ -231,7 +243,8 @@ impl Linear {
         let inner = dims[dims.len() - 1];
         let rows = x.elem_count() / inner;
         // Rows per activation-quantization group of the onnxruntime layer: one leading item.
-        let group = if dims.len() >= 3 {
+        let per_row = matches!(&self.w, Weight::U8Asym(lin) if lin.per_row);
+        let group = if dims.len() >= 3 && !per_row {
             dims[dims.len() - 2]
         } else {
             1
@@ -390,6 +403,8 @@ impl CustomOp1 for PanelLinear {
 pub(crate) struct AsymLinear {
     w: PackedU8Asym,
     bias: Option<Vec<f32>>,
+    /// Activations quantized per row rather than per leading item.
+    per_row: bool,
 }
 
 /// One call of an [`AsymLinear`] with its quantization group size.
