@@ -235,7 +235,8 @@ mod tests {
             cut_at_first_pauses(&vec![0.0; 50_000], 16_000, 1, 20 * 16_000).len(),
             1
         );
-        assert_eq!(cut_at_first_pauses(&[], 16_000, 1, 20 * 16_000), [0..0]);
+        let empty = cut_at_first_pauses(&[], 16_000, 1, 20 * 16_000);
+        assert_eq!(empty, std::iter::once(0..0).collect::<Vec<_>>());
     }
 
     #[test]
