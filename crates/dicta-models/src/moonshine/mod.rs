@@ -49,8 +49,10 @@ impl MoonshineModel {
         let ct = ct.resolve(true, "Moonshine");
         let enc = OrtModel::read(&dir.join(ENCODER_FILE))?;
         let dec = OrtModel::read(&dir.join(DECODER_FILE))?;
-        let mut tensors = weights::encoder_tensors(&enc)?;
-        tensors.extend(weights::decoder_tensors(&dec)?);
+        // int8 runs the stored 8-bit matmuls: their float weights are not built at all.
+        let keep_float = ct != ComputeType::Int8;
+        let mut tensors = weights::encoder_tensors(&enc, keep_float)?;
+        tensors.extend(weights::decoder_tensors(&dec, keep_float)?);
         let d = tensors
             .tensors
             .get("conv1.weight")

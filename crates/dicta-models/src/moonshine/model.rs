@@ -76,6 +76,15 @@ impl Weights {
         Tensor::from_vec(v, shape, &Device::Cpu).map_err(ce)
     }
 
+    /// Output features of the layer `p`: from its stored 8-bit form when the loader kept no
+    /// float weights for it.
+    fn out_features(&self, p: &str) -> Result<usize> {
+        match self.q.get(p) {
+            Some(q) => Ok(q.n),
+            None => Ok(self.dims(&format!("{p}.weight"))?[0]),
+        }
+    }
+
     fn dims(&self, name: &str) -> Result<Vec<usize>> {
         self.t
             .get(name)
@@ -428,8 +437,8 @@ impl Moonshine {
         };
         let (n_enc, n_dec) = (count(&w, "encoder.layers"), count(&w, "decoder.layers"));
         let vocab = w.dims("decoder.embed_tokens.weight")?[0];
-        let enc_ffn = w.dims("encoder.layers.0.mlp.fc1.weight")?[0];
-        let dec_ffn2 = w.dims("decoder.layers.0.mlp.fc1.weight")?[0];
+        let enc_ffn = w.out_features("encoder.layers.0.mlp.fc1")?;
+        let dec_ffn2 = w.out_features("decoder.layers.0.mlp.fc1")?;
         let enc_inv_freq =
             w.t.remove("encoder.rotary.inv_freq")
                 .map(|x| x.1)

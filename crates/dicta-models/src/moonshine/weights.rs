@@ -26,7 +26,7 @@ pub struct QuantizedMatmul {
     /// Output features.
     pub n: usize,
     /// The stored integers, row-major `[k, n]` (`0..=255`, or `-128..=127` when `signed`).
-    pub values: Vec<i32>,
+    pub values: Vec<i16>,
     /// `i8` storage (else `u8`).
     pub signed: bool,
     /// Zero point.
@@ -43,6 +43,10 @@ type Dense = (Vec<usize>, Vec<f32>, Option<Vec<f32>>);
 
 /// Stored 8-bit matmuls by canonical layer name (`encoder.layers.0.self_attn.q_proj`).
 pub type Quantized = HashMap<String, QuantizedMatmul>;
+
+/// How many operators deep a constant is folded (a weight-only export needs 4: `Transpose` of
+/// `Add` of `Mul` of `Cast`); deeper, or a cycle in a damaged file, is not a constant.
+const FOLD_DEPTH: usize = 8;
 
 fn missing(what: &str) -> Error {
     Error::model_load(format!("Moonshine .ort: {what} not found"))
@@ -78,20 +82,28 @@ impl<'a> View<'a> {
     /// computes from initializers with `Cast`, `Mul`, `Add` and 2-D `Transpose` (weight-only
     /// 8-bit exports dequantize that way, and tie weights by transposing).
     fn f32s(&self, name: &str) -> Result<(Vec<usize>, Vec<f32>)> {
+        self.f32s_within(name, FOLD_DEPTH)
+    }
+
+    fn f32s_within(&self, name: &str, depth: usize) -> Result<(Vec<usize>, Vec<f32>)> {
         if let Some(t) = self.model.initializer(self.graph, name) {
             return Ok((t.dims.clone(), t.to_f32()?));
         }
         let (graph, n) = self
             .producer(name)
+            .filter(|_| depth > 0)
             .ok_or_else(|| missing(&format!("initializer {name:?}")))?;
         let at = View {
             model: self.model,
             graph,
         };
         match n.op_type.as_str() {
-            "Cast" => at.input(n, 0),
+            "Cast" => at.input_within(n, 0, depth - 1),
             "Mul" | "Add" => {
-                let (a, b) = (at.input(n, 0)?, at.input(n, 1)?);
+                let (a, b) = (
+                    at.input_within(n, 0, depth - 1)?,
+                    at.input_within(n, 1, depth - 1)?,
+                );
                 let mul = n.op_type == "Mul";
                 let ((dims, x), (_, y)) = if b.1.len() == 1 { (a, b) } else { (b, a) };
                 if y.len() != 1 && y.len() != x.len() {
@@ -116,7 +128,7 @@ impl<'a> View<'a> {
                 Ok((dims, out))
             }
             "Transpose" => {
-                let (dims, x) = at.input(n, 0)?;
+                let (dims, x) = at.input_within(n, 0, depth - 1)?;
                 let &[r, c] = &dims[..] else {
                     return Err(missing(&format!("2-D transpose for {name:?}")));
                 };
@@ -151,11 +163,16 @@ impl<'a> View<'a> {
 
     /// True when `name` is a constant ([`View::f32s`] can read it).
     fn is_const(&self, name: &str) -> bool {
+        self.is_const_within(name, FOLD_DEPTH)
+    }
+
+    fn is_const_within(&self, name: &str, depth: usize) -> bool {
         self.model.initializer(self.graph, name).is_some()
-            || self.producer(name).is_some_and(|(_, n)| {
-                matches!(n.op_type.as_str(), "Cast" | "Mul" | "Add" | "Transpose")
-                    && n.inputs.iter().all(|i| self.is_const(i))
-            })
+            || (depth > 0
+                && self.producer(name).is_some_and(|(_, n)| {
+                    matches!(n.op_type.as_str(), "Cast" | "Mul" | "Add" | "Transpose")
+                        && n.inputs.iter().all(|i| self.is_const_within(i, depth - 1))
+                }))
     }
 
     /// The first of `names` under `prefix` (`{prefix}/{name}`) that holds a matmul.
@@ -174,10 +191,14 @@ impl<'a> View<'a> {
     }
 
     fn input(&self, n: &Node, i: usize) -> Result<(Vec<usize>, Vec<f32>)> {
+        self.input_within(n, i, FOLD_DEPTH)
+    }
+
+    fn input_within(&self, n: &Node, i: usize, depth: usize) -> Result<(Vec<usize>, Vec<f32>)> {
         let name = n
             .input(i)
             .ok_or_else(|| missing(&format!("input {i} of node {:?}", n.name)))?;
-        self.f32s(name)
+        self.f32s_within(name, depth)
     }
 
     /// Dequantizes 8-bit `q` with `scale` and `zero_point` (scalars, or one per column of the
@@ -234,7 +255,7 @@ impl<'a> View<'a> {
         Ok(Some(QuantizedMatmul {
             k,
             n,
-            values: t.to_f32()?.into_iter().map(|v| v as i32).collect(),
+            values: bytes_as_i16(t, signed),
             signed,
             zero_point: zp as i32,
             scale,
@@ -268,7 +289,15 @@ impl<'a> View<'a> {
     /// scale and an offset that is a whole number of steps: `w = (q − zp) · scale` with
     /// `zp = −offset / scale`, onnxruntime's asymmetric form. `None` for anything else.
     fn dequantized_chain(&self, name: &str) -> Result<Option<QuantizedMatmul>> {
-        let Some((graph, add)) = self.producer(name) else {
+        self.dequantized_chain_within(name, FOLD_DEPTH)
+    }
+
+    fn dequantized_chain_within(
+        &self,
+        name: &str,
+        depth: usize,
+    ) -> Result<Option<QuantizedMatmul>> {
+        let Some((graph, add)) = self.producer(name).filter(|_| depth > 0) else {
             return Ok(None);
         };
         let at = View {
@@ -285,7 +314,7 @@ impl<'a> View<'a> {
                 return Ok(None);
             };
             let (k, n) = (q.k, q.n);
-            let mut t = vec![0i32; k * n];
+            let mut t = vec![0i16; k * n];
             for i in 0..k {
                 for j in 0..n {
                     t[j * k + i] = q.values[i * n + j];
@@ -337,7 +366,7 @@ impl<'a> View<'a> {
         Ok(Some(QuantizedMatmul {
             k,
             n,
-            values: t.to_f32()?.into_iter().map(|v| v as i32).collect(),
+            values: bytes_as_i16(t, signed),
             signed,
             zero_point: zp.round() as i32,
             scale,
@@ -356,27 +385,17 @@ impl<'a> View<'a> {
         let b = n
             .input(1)
             .ok_or_else(|| missing(&format!("{prefix} weight")))?;
-        let ((dims, w), bias) = match n.op_type.as_str() {
+        let bias = self.linear_bias(prefix)?;
+        let (dims, w) = match n.op_type.as_str() {
             // A, B, a_scale, b_scale, a_zero_point, b_zero_point, bias
-            "MatMulIntegerToFloat" => (
-                self.dequant(b, n.input(3).ok_or_else(|| missing("b_scale"))?, n.input(5))?,
-                n.input(6),
-            ),
-            // A, B, b_scale, b_zero_point, bias
-            "DynamicQuantizeMatMul" => (
-                self.dequant(b, n.input(2).ok_or_else(|| missing("b_scale"))?, n.input(3))?,
-                n.input(4),
-            ),
-            // A float matmul's bias is a separate `Add` of a constant under the same prefix.
-            _ => {
-                let add = self.node(prefix, &["Add"]).and_then(|a| {
-                    a.inputs
-                        .iter()
-                        .find(|i| !i.is_empty() && self.is_const(i))
-                        .map(String::as_str)
-                });
-                (self.f32s(b)?, add)
+            "MatMulIntegerToFloat" => {
+                self.dequant(b, n.input(3).ok_or_else(|| missing("b_scale"))?, n.input(5))?
             }
+            // A, B, b_scale, b_zero_point, bias
+            "DynamicQuantizeMatMul" => {
+                self.dequant(b, n.input(2).ok_or_else(|| missing("b_scale"))?, n.input(3))?
+            }
+            _ => self.f32s(b)?,
         };
         let [k, m] = dims[..] else {
             return Err(Error::model_load(format!(
@@ -394,6 +413,27 @@ impl<'a> View<'a> {
             None => None,
         };
         Ok((vec![m, k], t, bias))
+    }
+
+    /// The name of the bias of the matmul under `prefix`, if it has one: an input of the
+    /// quantized ops, a separate `Add` of a constant for a float matmul.
+    fn linear_bias(&self, prefix: &str) -> Result<Option<&'a str>> {
+        let n = self
+            .node(
+                prefix,
+                &["MatMulIntegerToFloat", "DynamicQuantizeMatMul", "MatMul"],
+            )
+            .ok_or_else(|| missing(&format!("matmul node under {prefix}")))?;
+        Ok(match n.op_type.as_str() {
+            "MatMulIntegerToFloat" => n.input(6),
+            "DynamicQuantizeMatMul" => n.input(4),
+            _ => self.node(prefix, &["Add"]).and_then(|a| {
+                a.inputs
+                    .iter()
+                    .find(|i| !i.is_empty() && self.is_const(i))
+                    .map(String::as_str)
+            }),
+        })
     }
 
     /// Gamma and beta of the layer norm under `prefix`.
@@ -455,6 +495,15 @@ fn put_linear(
     let prefix = &v.matmul_prefix(prefix, names)?;
     if let Some(q) = v.quantized(prefix)? {
         out.quantized.insert(name.to_string(), q);
+        if !out.keep_float {
+            // Only the bias: the float weights would be built and dropped (base's are 245 MB).
+            if let Some(b) = v.linear_bias(prefix)? {
+                let b = v.f32s(b)?.1;
+                out.tensors
+                    .insert(format!("{name}.bias"), (vec![b.len()], b));
+            }
+            return Ok(());
+        }
     }
     let out = &mut out.tensors;
     let (dims, w, b) = v.linear(prefix)?;
@@ -465,13 +514,29 @@ fn put_linear(
     Ok(())
 }
 
+/// The bytes of an 8-bit initializer as integers (`i8` when `signed`, else `u8`).
+fn bytes_as_i16(t: &Initializer, signed: bool) -> Vec<i16> {
+    t.data
+        .iter()
+        .map(|&b| {
+            if signed {
+                i16::from(b as i8)
+            } else {
+                i16::from(b)
+            }
+        })
+        .collect()
+}
+
 /// Canonical f32 tensors plus the stored 8-bit form of quantized matmuls.
 #[derive(Debug, Default)]
 pub struct Weights {
-    /// f32 tensors (quantized matmuls dequantized).
+    /// f32 tensors (quantized matmuls dequantized, unless `keep_float` is false).
     pub tensors: Tensors,
     /// The quantized matmuls as stored.
     pub quantized: Quantized,
+    /// Whether matmuls with a stored 8-bit form also get f32 weights (float32 runs them).
+    pub keep_float: bool,
 }
 
 impl Weights {
@@ -524,9 +589,12 @@ const ATTENTION: [(&str, &[&str]); 4] = [
 ];
 
 /// Reads the encoder file into canonical tensors (`encoder.*`, `conv*`, `groupnorm.*`).
-pub fn encoder_tensors(model: &OrtModel) -> Result<Weights> {
+pub fn encoder_tensors(model: &OrtModel, keep_float: bool) -> Result<Weights> {
     let v = View { model, graph: 0 };
-    let mut out = Weights::default();
+    let mut out = Weights {
+        keep_float,
+        ..Weights::default()
+    };
     for (i, conv) in ["conv1", "conv2", "conv3"].iter().enumerate() {
         let n = v
             .info()
@@ -622,7 +690,7 @@ pub fn encoder_tensors(model: &OrtModel) -> Result<Weights> {
 
 /// Reads the merged decoder file (its no-cache `If` branch holds every weight) into canonical
 /// tensors (`decoder.*`, `proj_out.weight`).
-pub fn decoder_tensors(model: &OrtModel) -> Result<Weights> {
+pub fn decoder_tensors(model: &OrtModel, keep_float: bool) -> Result<Weights> {
     let graph = model.graphs[0]
         .nodes
         .iter()
@@ -633,7 +701,10 @@ pub fn decoder_tensors(model: &OrtModel) -> Result<Weights> {
         })
         .unwrap_or(0);
     let v = View { model, graph };
-    let mut out = Weights::default();
+    let mut out = Weights {
+        keep_float,
+        ..Weights::default()
+    };
     let gather = v
         .node("/model/decoder/embed_tokens", &["Gather"])
         .ok_or_else(|| missing("token embedding"))?;
@@ -741,4 +812,45 @@ pub fn score_scale(model: &OrtModel) -> Option<f32> {
         }
     };
     Some(factor(&scores.inputs[0])? * factor(&scores.inputs[1])?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ort::GraphInfo;
+
+    fn node(op: &str, inputs: &[&str], output: &str) -> Node {
+        Node {
+            name: format!("/{output}/{op}"),
+            domain: String::new(),
+            op_type: op.into(),
+            inputs: inputs.iter().map(|s| s.to_string()).collect(),
+            outputs: vec![output.into()],
+            attrs: Default::default(),
+        }
+    }
+
+    /// A damaged file whose "constants" feed themselves is an error, not endless recursion.
+    #[test]
+    fn cycles_of_constant_operators_are_not_constants() {
+        let mut graph = GraphInfo::default();
+        graph.nodes = vec![
+            node("Add", &["w", "w"], "w"),
+            node("Mul", &["b", "c"], "a"),
+            node("Cast", &["a"], "b"),
+            node("Transpose", &["b"], "c"),
+        ];
+        let model = OrtModel {
+            graphs: vec![graph],
+        };
+        let v = View {
+            model: &model,
+            graph: 0,
+        };
+        for name in ["w", "a", "b", "c"] {
+            assert!(!v.is_const(name), "{name}");
+            assert!(v.f32s(name).is_err(), "{name}");
+            assert!(v.dequantized_chain(name).unwrap().is_none(), "{name}");
+        }
+    }
 }

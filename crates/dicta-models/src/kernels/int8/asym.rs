@@ -29,14 +29,14 @@ pub struct PackedU8Asym {
 impl PackedU8Asym {
     /// `b`: the stored integers of `B [k, n]` (ONNX orientation, row-major): `0..=255` when
     /// `signed` is false, `-128..=127` when true; `zb` and `scale` per tensor.
-    pub fn new(b: &[i32], k: usize, n: usize, signed: bool, zb: i32, scale: f32) -> Self {
+    pub fn new(b: &[i16], k: usize, n: usize, signed: bool, zb: i32, scale: f32) -> Self {
         assert_eq!(b.len(), k * n, "B is not [k, n]");
         let shift = if signed { 0 } else { 128 };
         let mut q = vec![0i8; n * k];
         let mut colsum = vec![0i32; n.next_multiple_of(NR)];
         for kk in 0..k {
             for c in 0..n {
-                let v = b[kk * n + c];
+                let v = i32::from(b[kk * n + c]);
                 q[c * k + kk] = (v - shift).clamp(-128, 127) as i8;
                 colsum[c] += v - zb;
             }
@@ -208,7 +208,7 @@ mod tests {
         x: &[f32],
         m: usize,
         group: usize,
-        b: &[i32],
+        b: &[i16],
         k: usize,
         n: usize,
         zb: i32,
@@ -225,7 +225,9 @@ mod tests {
                     .map(|v| ((v / sa).round_ties_even() as i32 + za).clamp(0, 255))
                     .collect();
                 for c in 0..n {
-                    let s: i32 = (0..k).map(|kk| (q[kk] - za) * (b[kk * n + c] - zb)).sum();
+                    let s: i32 = (0..k)
+                        .map(|kk| (q[kk] - za) * (i32::from(b[kk * n + c]) - zb))
+                        .sum();
                     out[r * n + c] = s as f32 * (sa * sb) + bias[c];
                 }
             }
@@ -243,9 +245,9 @@ mod tests {
             (9, 288, 40, 1, false),
         ] {
             let x: Vec<f32> = (0..m * k).map(|_| lcg(&mut seed) * 3.0 + 0.5).collect();
-            let b: Vec<i32> = (0..k * n)
+            let b: Vec<i16> = (0..k * n)
                 .map(|_| {
-                    let v = ((lcg(&mut seed) + 1.0) * 127.5) as i32;
+                    let v = ((lcg(&mut seed) + 1.0) * 127.5) as i16;
                     if signed {
                         v - 128
                     } else {
@@ -268,7 +270,7 @@ mod tests {
     #[test]
     fn groups_are_independent_and_zero_groups_give_the_bias() {
         let (k, n) = (16, 4);
-        let b: Vec<i32> = (0..k * n).map(|i| (i * 7 % 256) as i32).collect();
+        let b: Vec<i16> = (0..k * n).map(|i| (i * 7 % 256) as i16).collect();
         let w = PackedU8Asym::new(&b, k, n, false, 128, 0.02);
         let row: Vec<f32> = (0..k).map(|i| (i as f32 - 7.0) * 0.3).collect();
         let mut two = row.clone();
