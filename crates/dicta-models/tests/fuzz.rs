@@ -247,10 +247,12 @@ fn fuzz_onnx_and_ort_model_files() {
         return;
     };
     let mut seeds = vec![onnx.clone(), onnx[..onnx.len() / 3].to_vec()];
-    // An ONNX Runtime flatbuffer's head, when Moonshine is fetched.
+    // An ONNX Runtime flatbuffer's head, and a whole encoder (its weights mapped as Moonshine's),
+    // when Moonshine tiny is fetched.
     if let Some(dir) = std::env::var_os("DICTA_TEST_MOONSHINE_DIR").map(PathBuf::from) {
         if let Ok(ort) = std::fs::read(dir.join("encoder_model.ort")) {
             seeds.push(ort[..ort.len().min(512 << 10)].to_vec());
+            seeds.push(ort);
         }
     }
     let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz_corpus/onnx");
@@ -269,6 +271,15 @@ fn fuzz_onnx_and_ort_model_files() {
         if let Ok(m) = parsed {
             if let Err(e) = SileroVad::from_model(&m) {
                 assert_eq!(e.kind, dicta_core::ErrorKind::ModelLoad, "{e}");
+            }
+            // Moonshine's weight mapping (constant folding included) on whatever parsed.
+            for keep_float in [false, true] {
+                if let Err(e) = dicta_models::moonshine::weights::encoder_tensors(&m, keep_float) {
+                    assert_eq!(e.kind, dicta_core::ErrorKind::ModelLoad, "{e}");
+                }
+                if let Err(e) = dicta_models::moonshine::weights::decoder_tensors(&m, keep_float) {
+                    assert_eq!(e.kind, dicta_core::ErrorKind::ModelLoad, "{e}");
+                }
             }
         }
     });
