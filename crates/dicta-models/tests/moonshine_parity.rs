@@ -228,39 +228,20 @@ fn base_greedy_tokens_match_onnxruntime() {
 #[test]
 fn base_int8_stays_close_to_onnxruntime() {
     let Some(m) = base_int8() else { return };
-    let (mut same, mut errors, mut words) = (0, 0, 0);
+    let mut same = 0;
+    let mut counts = dicta_eval::ErrorCounts::default();
     for (clip, tokens, text) in reference(&BASE) {
         let samples = audio(&clip);
         let ours = greedy(m, std::slice::from_ref(&samples), &[max_len(samples.len())]).remove(0);
         same += usize::from(ours == tokens);
         let ours = m.decode_text(&ours).unwrap();
-        let (r, h): (Vec<&str>, Vec<&str>) = (
-            text.split_whitespace().collect(),
-            ours.split_whitespace().collect(),
-        );
-        errors += edit_distance(&r, &h);
-        words += r.len();
+        counts.add(&dicta_eval::word_errors(&text, &ours));
         eprintln!("{clip}: {ours}");
     }
-    let rate = errors as f64 / words as f64;
+    let rate = counts.rate();
     eprintln!("base int8: {same} identical, word difference {rate:.3}");
     assert!(same >= 5, "{same} of 6 clips identical");
     assert!(rate < 0.05, "word difference from onnxruntime {rate}");
-}
-
-/// Word-level Levenshtein distance.
-fn edit_distance(a: &[&str], b: &[&str]) -> usize {
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, x) in a.iter().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, y) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(x != y))
-                .min(prev[j + 1] + 1)
-                .min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
 }
 
 fn rows_decode_as_alone(size: &Size, m: &MoonshineModel) {
