@@ -307,7 +307,7 @@ impl<'a> View<'a> {
         if add.op_type == "Transpose" {
             let Some(mut q) = add
                 .input(0)
-                .map(|i| at.dequantized_chain(i))
+                .map(|i| at.dequantized_chain_within(i, depth - 1))
                 .transpose()?
                 .flatten()
             else {
@@ -839,6 +839,7 @@ mod tests {
             node("Mul", &["b", "c"], "a"),
             node("Cast", &["a"], "b"),
             node("Transpose", &["b"], "c"),
+            node("Transpose", &["t"], "t"),
         ];
         let model = OrtModel {
             graphs: vec![graph],
@@ -847,7 +848,7 @@ mod tests {
             model: &model,
             graph: 0,
         };
-        for name in ["w", "a", "b", "c"] {
+        for name in ["w", "a", "b", "c", "t"] {
             assert!(!v.is_const(name), "{name}");
             assert!(v.f32s(name).is_err(), "{name}");
             assert!(v.dequantized_chain(name).unwrap().is_none(), "{name}");
