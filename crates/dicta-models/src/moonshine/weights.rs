@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 
-use crate::ort::{DataType, GraphInfo, Initializer, Node, OrtModel};
+use crate::ort::{transpose, DataType, GraphInfo, Initializer, Node, OrtModel};
 use dicta_core::{Error, Result};
 
 /// f32 tensors by canonical name: (shape, row-major values).
@@ -132,13 +132,7 @@ impl<'a> View<'a> {
                 let &[r, c] = &dims[..] else {
                     return Err(missing(&format!("2-D transpose for {name:?}")));
                 };
-                let mut out = vec![0f32; x.len()];
-                for i in 0..r {
-                    for j in 0..c {
-                        out[j * r + i] = x[i * c + j];
-                    }
-                }
-                Ok((vec![c, r], out))
+                Ok((vec![c, r], transpose(&x, r, c)))
             }
             _ => Err(missing(&format!("initializer {name:?}"))),
         }
@@ -313,31 +307,22 @@ impl<'a> View<'a> {
             else {
                 return Ok(None);
             };
-            let (k, n) = (q.k, q.n);
-            let mut t = vec![0i16; k * n];
-            for i in 0..k {
-                for j in 0..n {
-                    t[j * k + i] = q.values[i * n + j];
-                }
-            }
-            (q.values, q.k, q.n) = (t, n, k);
+            (q.values, q.k, q.n) = (transpose(&q.values, q.k, q.n), q.n, q.k);
             return Ok(Some(q));
         }
-        let scalar = |v: &View<'_>, i: &str| -> Option<f32> {
-            match v.f32s(i).ok()?.1[..] {
-                [x] => Some(x),
-                _ => None,
-            }
-        };
+        // A one-element initializer's value. The chain's scale and offset are stored as such;
+        // asking `f32s` instead would fold the other operand, the whole weight matrix, first.
+        let scalar = |i: &str| at.model.initializer(at.graph, i)?.scalar().ok();
         let operand = |n: &Node, op: &str| -> Option<(String, f32)> {
             if n.op_type != op || n.inputs.len() != 2 {
                 return None;
             }
-            let c = n
+            let (c, x) = n
                 .inputs
                 .iter()
-                .position(|i| at.is_const(i) && scalar(&at, i).is_some())?;
-            Some((n.inputs[1 - c].clone(), scalar(&at, &n.inputs[c])?))
+                .enumerate()
+                .find_map(|(c, i)| Some((c, scalar(i)?)))?;
+            Some((n.inputs[1 - c].clone(), x))
         };
         let Some((scaled, offset)) = operand(add, "Add") else {
             return Ok(None);
@@ -402,17 +387,11 @@ impl<'a> View<'a> {
                 "Moonshine .ort: {prefix}: weight shape {dims:?} is not 2-D"
             )));
         };
-        let mut t = vec![0f32; k * m];
-        for i in 0..k {
-            for j in 0..m {
-                t[j * k + i] = w[i * m + j];
-            }
-        }
         let bias = match bias {
             Some(name) => Some(self.f32s(name)?.1),
             None => None,
         };
-        Ok((vec![m, k], t, bias))
+        Ok((vec![m, k], transpose(&w, k, m), bias))
     }
 
     /// The name of the bias of the matmul under `prefix`, if it has one: an input of the
@@ -436,7 +415,6 @@ impl<'a> View<'a> {
         })
     }
 
-    /// Gamma and beta of the layer norm under `prefix`.
     /// Gamma and beta of the layer norm under `prefix`: a `LayerNormalization` node, or the
     /// spelled-out form whose last steps are `Mul(γ)` and, when present, `Add(β)`.
     fn layer_norm(&self, prefix: &str) -> Result<(Vec<f32>, Vec<f32>)> {

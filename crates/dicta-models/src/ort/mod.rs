@@ -56,6 +56,18 @@ impl DataType {
     }
 }
 
+/// `[rows, cols]` → `[cols, rows]` (row-major): ONNX stores matmul weights as `[in, out]`, the
+/// layers here want `[out, in]`.
+pub(crate) fn transpose<T: Copy + Default>(v: &[T], rows: usize, cols: usize) -> Vec<T> {
+    let mut out = vec![T::default(); v.len()];
+    for r in 0..rows {
+        for c in 0..cols {
+            out[c * rows + r] = v[r * cols + c];
+        }
+    }
+    out
+}
+
 /// A constant tensor stored in the model.
 #[derive(Debug, Clone)]
 pub struct Initializer {

@@ -21,7 +21,7 @@ use dicta_core::{Error, Result};
 
 use crate::kernels::lstm;
 use crate::layers::{reflect, sigmoid};
-use crate::ort::OrtModel;
+use crate::ort::{transpose, OrtModel};
 
 /// Samples per window (at 16 kHz).
 pub const WINDOW: usize = 512;
@@ -358,17 +358,6 @@ impl Conv {
         }
         Ok((y, t_out))
     }
-}
-
-/// `[rows, cols]` → `[cols, rows]`.
-fn transpose(v: &[f32], rows: usize, cols: usize) -> Vec<f32> {
-    let mut out = vec![0f32; v.len()];
-    for r in 0..rows {
-        for c in 0..cols {
-            out[c * rows + r] = v[r * cols + c];
-        }
-    }
-    out
 }
 
 fn candle_err(e: candle_core::Error) -> Error {
