@@ -13,16 +13,70 @@ const FRAME: usize = 160;
 /// Frames per pause window (200 ms).
 const WINDOW: usize = 20;
 
-/// Energy of each 10 ms frame of `samples` as prefix sums (`prefix[f]` = energy of frames
-/// `0..f`).
-fn energy_prefix(samples: &[f32]) -> Vec<f64> {
-    let mut prefix = Vec::with_capacity(samples.len() / FRAME + 2);
-    prefix.push(0.0);
-    for c in samples.chunks(FRAME) {
-        let e: f64 = c.iter().map(|&x| f64::from(x) * f64::from(x)).sum();
-        prefix.push(prefix.last().copied().unwrap_or(0.0) + e);
+/// Energy of each 10 ms frame of a recording, and its prefix sums for windowed sums; computed
+/// once per recording, since every cut reads it.
+struct Energy {
+    /// Energy of frame `f` (the last frame may be short).
+    frame: Vec<f64>,
+    /// `prefix[f]` = energy of frames `0..f`.
+    prefix: Vec<f64>,
+    /// Samples in the recording.
+    n: usize,
+}
+
+impl Energy {
+    fn new(samples: &[f32]) -> Self {
+        let frame: Vec<f64> = samples
+            .chunks(FRAME)
+            .map(|c| c.iter().map(|&x| f64::from(x) * f64::from(x)).sum())
+            .collect();
+        let mut prefix = Vec::with_capacity(frame.len() + 1);
+        prefix.push(0.0);
+        for e in &frame {
+            prefix.push(prefix.last().copied().unwrap_or(0.0) + e);
+        }
+        Self {
+            frame,
+            prefix,
+            n: samples.len(),
+        }
     }
-    prefix
+
+    fn frames(&self) -> usize {
+        self.frame.len()
+    }
+
+    /// The centre (a sample index) of the quietest 200 ms window that starts at a frame in
+    /// `frames` and whose centre `fits`; windows running past the end are clipped to it. Ties
+    /// go to the later window: longer pieces, fewer cuts.
+    fn quietest(
+        &self,
+        frames: std::ops::RangeInclusive<usize>,
+        fits: impl Fn(usize) -> bool,
+    ) -> Option<usize> {
+        let last = self.frames();
+        let mut best: Option<(f64, usize)> = None;
+        for f in frames {
+            let centre = (f * FRAME + WINDOW * FRAME / 2).min(self.n);
+            if !fits(centre) {
+                continue;
+            }
+            let e = self.prefix[(f + WINDOW).min(last)] - self.prefix[f.min(last)];
+            if best.is_none_or(|(b, _)| e <= b) {
+                best = Some((e, centre));
+            }
+        }
+        best.map(|(_, c)| c)
+    }
+
+    /// Where the piece starting at `start` ends when the recording goes on for more than `max`
+    /// samples after it: the centre of the quietest 200 ms between `min` and `max` samples in,
+    /// or `start + max` when no window fits.
+    fn next_cut(&self, start: usize, min: usize, max: usize) -> usize {
+        let frames = (start + min) / FRAME..=(start + max) / FRAME;
+        self.quietest(frames, |c| c > start && c <= start + max)
+            .unwrap_or(start + max)
+    }
 }
 
 /// The centre of the quietest 200 ms of `samples` whose centre lies in `from..=to` (sample
@@ -32,23 +86,10 @@ pub fn quietest_point(samples: &[f32], from: usize, to: usize) -> Option<usize> 
     if to < from || samples.len() < FRAME * WINDOW {
         return None;
     }
-    let prefix = energy_prefix(samples);
-    let frames = prefix.len() - 1;
-    let mut best: Option<(f64, usize)> = None;
-    for f in from / FRAME..=to / FRAME {
-        if f + WINDOW > frames {
-            break;
-        }
-        let centre = f * FRAME + WINDOW * FRAME / 2;
-        if centre < from || centre > to {
-            continue;
-        }
-        let e = prefix[f + WINDOW] - prefix[f];
-        if best.is_none_or(|(b, _)| e <= b) {
-            best = Some((e, centre));
-        }
-    }
-    best.map(|(_, c)| c)
+    let energy = Energy::new(samples);
+    // Whole windows only: the last starts `WINDOW` frames before the end.
+    let last = (to / FRAME).min(energy.frames() - WINDOW);
+    energy.quietest(from / FRAME..=last, |c| (from..=to).contains(&c))
 }
 
 /// Pieces of `samples` (consecutive, covering it): each at most `max` samples; every piece but
@@ -60,36 +101,11 @@ pub fn cut_at_pauses(samples: &[f32], min: usize, max: usize) -> Vec<Range<usize
     if n <= max {
         return std::iter::once(0..n).collect();
     }
-    // Energy per 10 ms frame, then prefix sums for windowed sums.
-    let energy: Vec<f64> = samples
-        .chunks(FRAME)
-        .map(|c| c.iter().map(|&x| f64::from(x) * f64::from(x)).sum())
-        .collect();
-    let mut prefix = Vec::with_capacity(energy.len() + 1);
-    prefix.push(0.0);
-    for e in &energy {
-        prefix.push(prefix.last().copied().unwrap_or(0.0) + e);
-    }
-    let window_sum = |f: usize| prefix[(f + WINDOW).min(energy.len())] - prefix[f];
+    let energy = Energy::new(samples);
     let mut pieces = Vec::new();
     let mut start = 0usize;
     while n - start > max {
-        // Candidate windows whose centre lies in [start + min, start + max].
-        let first = (start + min) / FRAME;
-        let last = (start + max) / FRAME;
-        let mut best: Option<(f64, usize)> = None;
-        for f in first..=last {
-            let centre = (f * FRAME + WINDOW * FRAME / 2).min(n);
-            if centre <= start || centre > start + max {
-                continue;
-            }
-            let e = window_sum(f);
-            // Ties go to the later window: longer pieces, fewer cuts.
-            if best.is_none_or(|(b, _)| e <= b) {
-                best = Some((e, centre));
-            }
-        }
-        let cut = best.map_or(start + max, |(_, c)| c);
+        let cut = energy.next_cut(start, min, max);
         pieces.push(start..cut);
         start = cut;
     }
@@ -116,16 +132,21 @@ pub fn cut_at_first_pauses(
     max: usize,
 ) -> Vec<Range<usize>> {
     let n = samples.len();
-    let energy: Vec<f64> = samples
-        .chunks(FRAME)
-        .map(|c| c.iter().map(|&x| f64::from(x) * f64::from(x)).sum())
-        .collect();
+    let all = Energy::new(samples);
+    let energy = &all.frame;
     let mut sorted = energy.clone();
-    sorted.sort_by(f64::total_cmp);
-    let loud = sorted.get(sorted.len() * 95 / 100).copied().unwrap_or(0.0);
+    let loud = if sorted.is_empty() {
+        0.0
+    } else {
+        let at = sorted.len() * 95 / 100;
+        *sorted.select_nth_unstable_by(at, f64::total_cmp).1
+    };
     if loud <= 0.0 {
         return cut_at_pauses(samples, min, max);
     }
+    // As `cut_at_pauses` bounds them, for pieces cut inside speech.
+    let max_cut = max.max(FRAME * WINDOW);
+    let min_cut = min.min(max_cut);
     let floor = loud * 10f64.powf(-PAUSE_DB / 10.0);
     let quiet: Vec<bool> = energy.iter().map(|&e| e <= floor).collect();
     let mut pieces = Vec::new();
@@ -157,9 +178,11 @@ pub fn cut_at_first_pauses(
                 pieces.push(start..c);
                 start = c;
             }
-            _ if n - start > max => {
-                let rest = cut_at_pauses(&samples[start..], min, max);
-                let c = start + rest[0].end;
+            _ if n - start > max_cut => {
+                // No pause in reach: cut inside speech as `cut_at_pauses` would, on the energies
+                // already computed (recomputing the remainder's per cut was quadratic on long
+                // recordings without pauses).
+                let c = all.next_cut(start, min_cut, max_cut);
                 pieces.push(start..c);
                 start = c;
             }
@@ -230,6 +253,21 @@ mod tests {
             cut_at_first_pauses(&x, 16_000, 8 * 16_000, 20 * 16_000),
             cut_at_pauses(&x, 8 * 16_000, 20 * 16_000)
         );
+        // After a pause, speech without pauses is cut as `cut_at_pauses` cuts the rest of the
+        // recording from there (the energies are shared, the cuts the same).
+        let (x, gaps) = utterances(&[3.0, 50.0], 0.6);
+        let p = cut_at_first_pauses(&x, 16_000, 8 * 16_000, 20 * 16_000);
+        assert!(gaps[0].contains(&p[0].end), "{p:?}");
+        let at = p[0].end;
+        let rest: Vec<_> = cut_at_pauses(&x[at..], 8 * 16_000, 20 * 16_000)
+            .into_iter()
+            .map(|r| r.start + at..r.end + at)
+            .collect();
+        assert_eq!(p[1..], rest[..]);
+        // A `max` under one window still covers the recording without an empty piece.
+        let p = cut_at_first_pauses(&tone(5000), 100, 1, 1000);
+        assert_eq!((p[0].start, p.last().unwrap().end), (0, 5000));
+        assert!(p.iter().all(|r| !r.is_empty()), "{p:?}");
         // Silence alone: one piece; nothing at all: one empty piece.
         assert_eq!(
             cut_at_first_pauses(&vec![0.0; 50_000], 16_000, 1, 20 * 16_000).len(),
