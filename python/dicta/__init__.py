@@ -333,13 +333,14 @@ class Engine:
         return list(_NativeEngine.transcribe_options())
 
 
-def decode_audio(source: Union[str, "os.PathLike[str]", bytes]) -> Any:
+def decode_audio(source: Union[str, "os.PathLike[str]", bytes], sampling_rate: int = SAMPLE_RATE) -> Any:
     """Decodes an audio file (a path or its bytes) to 16 kHz mono float32 exactly as the engine
-    does; a numpy array when numpy is installed, else an ``array.array('f')``."""
+    does (or to ``sampling_rate`` Hz, converted the same way); a numpy array when numpy is
+    installed, else an ``array.array('f')``."""
     if isinstance(source, (bytes, bytearray, memoryview)):
-        raw = _decode_audio(bytes(source))
+        raw = _decode_audio(bytes(source), sampling_rate)
     else:
-        raw = _decode_audio(os.fspath(source))
+        raw = _decode_audio(os.fspath(source), sampling_rate)
     try:
         import numpy as np
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import os
 import queue
+import sys
 import threading
 import types
 from dataclasses import dataclass
@@ -237,7 +238,8 @@ class WhisperModel:
             InvalidInput: an unknown argument or a value out of range. ``CorruptInput``,
             ``UnsupportedFormat``, ``EmptyInput``: the audio cannot be read.
         """
-        return self._transcribe(audio, dict(language=language, task=task, **options), chunk_length, {})
+        return self._transcribe(audio, dict(language=language, task=task, **options), chunk_length, {},
+                                log_progress)
 
     def detect_language(
         self,
@@ -273,7 +275,8 @@ class WhisperModel:
         probs = info.all_language_probs or [(info.language, info.language_probability)]
         return info.language, info.language_probability, probs
 
-    def _transcribe(self, audio: Any, options: dict, chunk_length: Optional[int], engine_defaults: dict):
+    def _transcribe(self, audio: Any, options: dict, chunk_length: Optional[int], engine_defaults: dict,
+                    log_progress: bool = False):
         unknown = sorted(set(options) - set(_DEFAULTS))
         if unknown:
             raise errors.InvalidInput(f"transcribe() got unknown arguments: {', '.join(unknown)}")
@@ -318,12 +321,15 @@ class WhisperModel:
         duration = None
         language = None
         final = None
+        done_seconds = 0.0
         while language is None and final is None:
             kind, value = _take(events)
             if kind == "done":
                 final = value
             elif value["type"] == "started":
                 duration = value["duration"]
+            elif value["type"] == "audio":
+                done_seconds = value["seconds"]
             elif value["type"] == "language":
                 language = (value["language"], value["probability"], value.get("all_language_probs"))
             elif value["type"] == "segments":
@@ -342,7 +348,8 @@ class WhisperModel:
             vad_options=opts["vad_parameters"] if opts["vad_filter"] else None,
         )
         space = "" if info.language in _NO_SPACES else " "
-        segments = _Segments(_segments(events, early, final, opts["word_timestamps"], space), stop)
+        progress = _Progress(info.duration, done_seconds, log_progress)
+        segments = _Segments(_segments(events, early, final, opts["word_timestamps"], space, progress), stop)
         return segments, info
 
 
@@ -394,24 +401,72 @@ class _Segments:
 
 
 def _segments(events: "queue.Queue[Tuple[str, Any]]", early: List[dict], final: Optional[dict],
-              word_timestamps: bool, space: str) -> Iterator[Segment]:
+              word_timestamps: bool, space: str, progress: "_Progress") -> Iterator[Segment]:
     """The segments of a running transcription: those already reported, then each as its
     event arrives; at the end any the events did not carry (the result's own segments)."""
-    n = 0
-    for s in early:
-        n += 1
-        yield _segment(n, s, word_timestamps, space)
-    while final is None:
-        kind, value = _take(events)
-        if kind == "done":
-            final = value
-        elif value["type"] == "segments":
-            for s in value["segments"]:
-                n += 1
-                yield _segment(n, s, word_timestamps, space)
-    for s in final["segments"][n:]:
-        n += 1
-        yield _segment(n, s, word_timestamps, space)
+    try:
+        n = 0
+        for s in early:
+            n += 1
+            yield _segment(n, s, word_timestamps, space)
+        while final is None:
+            kind, value = _take(events)
+            if kind == "done":
+                final = value
+            elif value["type"] == "audio":
+                progress.to(value["seconds"])
+            elif value["type"] == "segments":
+                for s in value["segments"]:
+                    n += 1
+                    yield _segment(n, s, word_timestamps, space)
+        progress.to(final["duration"])
+        for s in final["segments"][n:]:
+            n += 1
+            yield _segment(n, s, word_timestamps, space)
+    finally:
+        progress.close()
+
+
+class _Progress:
+    """faster-whisper's ``log_progress``: the seconds of audio decoded out of the recording's,
+    on standard error as the segments are read (tqdm's bar, as faster-whisper draws it, when tqdm
+    is installed; a line of text otherwise). Does nothing when not enabled."""
+
+    def __init__(self, total: float, done: float, enabled: bool) -> None:
+        self._total = round(total, 3)
+        self._done = 0.0
+        self._bar = None
+        self._enabled = enabled
+        if enabled:
+            try:
+                from tqdm import tqdm
+            except ImportError:
+                tqdm = None
+            if tqdm is not None:
+                self._bar = tqdm(total=self._total, unit="seconds")
+            self.to(done)
+
+    def to(self, seconds: float) -> None:
+        """Moves the bar to ``seconds`` decoded (never back, never past the end)."""
+        if not self._enabled:
+            return
+        seconds = min(max(round(seconds, 3), self._done), self._total)
+        if self._bar is not None:
+            self._bar.update(seconds - self._done)
+        else:
+            sys.stderr.write(f"\r{seconds:.2f}/{self._total:.2f} seconds")
+            sys.stderr.flush()
+        self._done = seconds
+
+    def close(self) -> None:
+        if not self._enabled:
+            return
+        self._enabled = False
+        if self._bar is not None:
+            self._bar.close()
+        else:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
 
 
 class BatchedInferencePipeline:
@@ -437,27 +492,29 @@ class BatchedInferencePipeline:
         if not isinstance(batch_size, int) or batch_size < 1:
             raise errors.InvalidInput(f"batch_size must be an int >= 1, got {batch_size!r}")
         batched = dict(vad_filter=True, without_timestamps=True, condition_on_previous_text=False)
-        return self.model._transcribe(audio, dict(language=language, task=task, **options), chunk_length, batched)
+        return self.model._transcribe(audio, dict(language=language, task=task, **options), chunk_length, batched,
+                                      log_progress)
 
 
 def decode_audio(input_file: Union[str, "os.PathLike[str]", BinaryIO], sampling_rate: int = 16000,
                  split_stereo: bool = False) -> Any:
-    """faster-whisper's ``decode_audio``: a path or a binary file object as 16 kHz mono float32
-    (Dicta's decoder, the samples its engine hears); with ``split_stereo``, ``(left, right)``,
-    each channel on its own (a mono file gives its samples twice, as faster-whisper's stereo
-    resampling does; a file of more than two channels is refused). Other rates are refused."""
-    if sampling_rate != SAMPLE_RATE:
-        raise errors.InvalidInput(f"sampling_rate must be {SAMPLE_RATE} (Dicta decodes to it), got {sampling_rate!r}")
+    """faster-whisper's ``decode_audio``: a path or a binary file object as mono float32 at
+    ``sampling_rate`` (16 kHz: the samples Dicta's engine hears), the samples faster-whisper's
+    PyAV resampler returns (libswresample's filter, 16-bit rounding); with ``split_stereo``,
+    ``(left, right)``, each channel on its own (a mono file gives its samples twice, as
+    faster-whisper's stereo resampling does; a file of more than two channels is refused)."""
+    if isinstance(sampling_rate, bool) or not isinstance(sampling_rate, int) or sampling_rate < 1:
+        raise errors.InvalidInput(f"sampling_rate must be a positive int, got {sampling_rate!r}")
     source = input_file.read() if hasattr(input_file, "read") else input_file
     if not split_stereo:
-        return _decode_audio(source)
+        return _decode_audio(source, sampling_rate)
     if not isinstance(source, (bytes, bytearray, memoryview)):
         source = os.fspath(source)
     else:
         source = bytes(source)
     import numpy as np
 
-    channels = [np.frombuffer(c, dtype="<f4").copy() for c in _decode_audio_channels(source)]
+    channels = [np.frombuffer(c, dtype="<f4").copy() for c in _decode_audio_channels(source, sampling_rate)]
     if len(channels) == 1:
         return channels[0], channels[0].copy()
     if len(channels) != 2:

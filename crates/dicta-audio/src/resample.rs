@@ -61,10 +61,12 @@ pub fn resample(samples: &[f32], from_rate: u32, to_rate: u32) -> Result<Vec<f32
 
 /// Rounds every sample to the 16-bit grid in place, as FFmpeg's float → `s16` conversion does
 /// (`lrintf(x * 32768)`: half to even, saturated to `[-32768, 32767]`), and scales back by
-/// 1/32768 as faster-whisper does. Samples already on the grid are unchanged.
+/// 1/32768 as faster-whisper does. Samples already on the grid are unchanged, and a zero is
+/// +0.0 (an integer has no negative zero; `+ 0.0` turns the −0.0 that rounding a tiny negative
+/// sample gives into it, so the bytes are faster-whisper's too).
 pub fn quantize_i16(samples: &mut [f32]) {
     for v in samples.iter_mut() {
-        *v = (*v * 32_768.0).round_ties_even().clamp(-32_768.0, 32_767.0) / 32_768.0;
+        *v = (*v * 32_768.0).round_ties_even().clamp(-32_768.0, 32_767.0) / 32_768.0 + 0.0;
     }
 }
 
@@ -268,6 +270,8 @@ mod tests {
             x,
             [0.0, 2.0 / 32_768.0, 0.0, 32_767.0 / 32_768.0, -1.0, 0.25]
         );
+        // -0.5 steps round to zero, and it is +0.0 (as an integer sample's), not −0.0.
+        assert!(x[2].is_sign_positive());
     }
 
     #[test]

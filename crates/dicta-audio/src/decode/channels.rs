@@ -11,7 +11,7 @@ use std::path::Path;
 
 use dicta_core::{Error, ErrorKind, Result};
 
-use super::{container, open, owned_source, Bounds, Keep, To16k};
+use super::{container, open, owned_source, Bounds, Keep, ToRate};
 
 /// 16 kHz samples of every channel of one input (all of the same length), with what was
 /// wrong with a damaged file (as [`super::Loaded::warning`]).
@@ -27,8 +27,36 @@ pub struct LoadedChannels {
 pub fn load_channels_path(path: &Path) -> Result<LoadedChannels> {
     let (source, _, name) = open(path)?;
     let mut no_limit = |_| Ok(());
-    let mut sink = To16k::keeping(&name, Bounds::unbounded(&mut no_limit), Keep::All);
+    let mut sink = ToRate::keeping(&name, Bounds::unbounded(&mut no_limit), Keep::All);
     let warning = container::decode(source, &name, &mut sink)?;
+    Ok(LoadedChannels {
+        channels: sink.finish_all()?,
+        warning,
+    })
+}
+
+/// Each channel of a file on disk at `rate` Hz instead of 16 kHz: faster-whisper's
+/// `decode_audio(path, sampling_rate=rate, split_stereo=True)` on a stereo file.
+///
+/// Errors: as [`load_channels_path`]; `InvalidInput` for a rate of 0 or above
+/// [`crate::MAX_SAMPLE_RATE`].
+pub fn load_channels_path_at(path: &Path, rate: u32) -> Result<LoadedChannels> {
+    let (source, _, name) = open(path)?;
+    let mut no_limit = |_| Ok(());
+    let mut sink = ToRate::keeping(&name, Bounds::unbounded(&mut no_limit), Keep::All).at(rate)?;
+    let warning = container::decode(source, &name, &mut sink)?;
+    Ok(LoadedChannels {
+        channels: sink.finish_all()?,
+        warning,
+    })
+}
+
+/// [`load_channels_path_at`] for a file held in memory.
+pub fn load_channels_owned_at(bytes: Vec<u8>, name: &str, rate: u32) -> Result<LoadedChannels> {
+    let source = owned_source(bytes, name)?;
+    let mut no_limit = |_| Ok(());
+    let mut sink = ToRate::keeping(name, Bounds::unbounded(&mut no_limit), Keep::All).at(rate)?;
+    let warning = container::decode(source, name, &mut sink)?;
     Ok(LoadedChannels {
         channels: sink.finish_all()?,
         warning,
@@ -49,7 +77,7 @@ pub fn load_channels_owned_bounded(
     bounds: Bounds<'_>,
 ) -> Result<LoadedChannels> {
     let source = owned_source(bytes, name)?;
-    let mut sink = To16k::keeping(name, bounds, Keep::All);
+    let mut sink = ToRate::keeping(name, bounds, Keep::All);
     let warning = container::decode(source, name, &mut sink)?;
     Ok(LoadedChannels {
         channels: sink.finish_all()?,
@@ -63,7 +91,7 @@ pub fn load_channels_owned_bounded(
 pub fn load_channel_path(path: &Path, channel: usize) -> Result<super::Loaded> {
     let (source, _, name) = open(path)?;
     let mut no_limit = |_| Ok(());
-    let mut sink = To16k::keeping(&name, Bounds::unbounded(&mut no_limit), Keep::One(channel));
+    let mut sink = ToRate::keeping(&name, Bounds::unbounded(&mut no_limit), Keep::One(channel));
     let warning = container::decode(source, &name, &mut sink)?;
     Ok(super::Loaded {
         samples: sink.finish()?,
@@ -75,7 +103,7 @@ pub fn load_channel_path(path: &Path, channel: usize) -> Result<super::Loaded> {
 pub fn load_channel_owned(bytes: Vec<u8>, name: &str, channel: usize) -> Result<super::Loaded> {
     let source = owned_source(bytes, name)?;
     let mut no_limit = |_| Ok(());
-    let mut sink = To16k::keeping(name, Bounds::unbounded(&mut no_limit), Keep::One(channel));
+    let mut sink = ToRate::keeping(name, Bounds::unbounded(&mut no_limit), Keep::One(channel));
     let warning = container::decode(source, name, &mut sink)?;
     Ok(super::Loaded {
         samples: sink.finish()?,

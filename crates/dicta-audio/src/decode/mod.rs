@@ -5,9 +5,11 @@
 //!   WebM/Matroska via libopus (at 48 kHz, the pre-skip dropped as FFmpeg drops it), down-mixed
 //!   to mono at the file's own rate ([`Audio`]).
 //! - [`load_bytes`] / [`load_owned`] / [`load_path`]: the same at [`crate::SAMPLE_RATE`], exactly
-//!   as faster-whisper's `decode_audio` converts it (see [`crate::resample`]).
+//!   as faster-whisper's `decode_audio` converts it (see [`crate::resample`]); [`load_path_at`] /
+//!   [`load_owned_at`] at another rate (its `sampling_rate`).
 //! - [`load_channels_path`] / [`load_channels_owned`] / [`load_channels_owned_bounded`]: each
-//!   channel on its own at 16 kHz (faster-whisper's `split_stereo=True` samples).
+//!   channel on its own at 16 kHz (faster-whisper's `split_stereo=True` samples);
+//!   [`load_channels_path_at`] / [`load_channels_owned_at`] at another rate.
 //! - [`load_raw_pcm`]: headerless little-endian mono PCM ([`PcmEncoding`]).
 //!
 //! Every failure is a typed [`dicta_core::Error`] whose message starts with the input's name:
@@ -35,7 +37,8 @@ use dicta_core::{Error, ErrorKind, Result};
 
 pub use channels::{
     load_channel_owned, load_channel_path, load_channels_owned, load_channels_owned_bounded,
-    load_channels_path, probe_channels_bytes, probe_channels_path, LoadedChannels,
+    load_channels_owned_at, load_channels_path, load_channels_path_at, probe_channels_bytes,
+    probe_channels_path, LoadedChannels,
 };
 pub use pcm::{decode_raw_pcm, PcmEncoding};
 
@@ -157,7 +160,7 @@ pub fn load_path_report(path: &Path) -> Result<Loaded> {
 /// [`load_path_report`] under [`Bounds`].
 pub fn load_path_bounded(path: &Path, bounds: Bounds<'_>) -> Result<Loaded> {
     let (source, _, name) = open(path)?;
-    let mut sink = To16k::new(&name, bounds);
+    let mut sink = ToRate::new(&name, bounds);
     let warning = container::decode(source, &name, &mut sink)?;
     Ok(Loaded {
         samples: sink.finish()?,
@@ -185,7 +188,35 @@ pub fn load_owned_report(bytes: Vec<u8>, name: &str) -> Result<Loaded> {
 /// at the limit, never decoded whole.
 pub fn load_owned_bounded(bytes: Vec<u8>, name: &str, bounds: Bounds<'_>) -> Result<Loaded> {
     let source = owned_source(bytes, name)?;
-    let mut sink = To16k::new(name, bounds);
+    let mut sink = ToRate::new(name, bounds);
+    let warning = container::decode(source, name, &mut sink)?;
+    Ok(Loaded {
+        samples: sink.finish()?,
+        warning,
+    })
+}
+
+/// Mono samples of a file on disk at `rate` Hz instead of 16 kHz, converted the same way (each
+/// channel resampled as libswresample does, down-mixed, quantised to 16 bits): what
+/// faster-whisper's `decode_audio(path, sampling_rate=rate)` returns.
+///
+/// Errors: as [`load_path`]; `InvalidInput` for a rate of 0 or above [`crate::MAX_SAMPLE_RATE`].
+pub fn load_path_at(path: &Path, rate: u32) -> Result<Loaded> {
+    let (source, _, name) = open(path)?;
+    let mut no_limit = |_| Ok(());
+    let mut sink = ToRate::new(&name, Bounds::unbounded(&mut no_limit)).at(rate)?;
+    let warning = container::decode(source, &name, &mut sink)?;
+    Ok(Loaded {
+        samples: sink.finish()?,
+        warning,
+    })
+}
+
+/// [`load_path_at`] for a file held in memory.
+pub fn load_owned_at(bytes: Vec<u8>, name: &str, rate: u32) -> Result<Loaded> {
+    let source = owned_source(bytes, name)?;
+    let mut no_limit = |_| Ok(());
+    let mut sink = ToRate::new(name, Bounds::unbounded(&mut no_limit)).at(rate)?;
     let warning = container::decode(source, name, &mut sink)?;
     Ok(Loaded {
         samples: sink.finish()?,
@@ -275,7 +306,7 @@ impl container::Sink for Collect {
     }
 }
 
-/// Which channels a [`To16k`] load keeps.
+/// Which channels a [`ToRate`] load keeps.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Keep {
     /// One 16 kHz mono output: the channels resampled, then down-mixed.
@@ -286,11 +317,13 @@ enum Keep {
     One(usize),
 }
 
-/// Converts each decoded block to 16 kHz at once ([`crate::resample::ToMono`]: the channels
-/// [`Keep`] asks for, each resampled as a mono file of it would be, or the mix) and enforces
-/// [`Bounds`] over everything held.
-struct To16k<'a, 'b> {
+/// Converts each decoded block to 16 kHz (or [`ToRate::at`] another rate) at once
+/// ([`crate::resample::ToMono`]: the channels [`Keep`] asks for, each resampled as a mono file
+/// of it would be, or the mix) and enforces [`Bounds`] over everything held.
+struct ToRate<'a, 'b> {
     name: &'a str,
+    /// Output rate (Hz).
+    out_rate: u32,
     bounds: Bounds<'b>,
     keep: Keep,
     /// One converter per output; none before the first decoded block.
@@ -302,7 +335,7 @@ struct To16k<'a, 'b> {
     max_frames: f64,
 }
 
-impl<'a, 'b> To16k<'a, 'b> {
+impl<'a, 'b> ToRate<'a, 'b> {
     fn new(name: &'a str, bounds: Bounds<'b>) -> Self {
         Self::keeping(name, bounds, Keep::Mix)
     }
@@ -310,6 +343,7 @@ impl<'a, 'b> To16k<'a, 'b> {
     fn keeping(name: &'a str, bounds: Bounds<'b>, keep: Keep) -> Self {
         Self {
             name,
+            out_rate: SAMPLE_RATE,
             bounds,
             keep,
             convs: Vec::new(),
@@ -318,6 +352,21 @@ impl<'a, 'b> To16k<'a, 'b> {
             frames: 0,
             max_frames: f64::INFINITY,
         }
+    }
+
+    /// This converter with output at `rate` Hz.
+    ///
+    /// Errors: `InvalidInput` for a rate of 0 or above [`crate::MAX_SAMPLE_RATE`].
+    fn at(mut self, rate: u32) -> Result<Self> {
+        if rate == 0 || rate > crate::MAX_SAMPLE_RATE {
+            return Err(Error::invalid_input(format!(
+                "{}: cannot convert to {rate} Hz: the output rate must be 1 to {} Hz",
+                self.name,
+                crate::MAX_SAMPLE_RATE
+            )));
+        }
+        self.out_rate = rate;
+        Ok(self)
     }
 
     fn too_long(&self, detail: String) -> Error {
@@ -363,7 +412,7 @@ impl<'a, 'b> To16k<'a, 'b> {
     }
 }
 
-impl container::Sink for To16k<'_, '_> {
+impl container::Sink for ToRate<'_, '_> {
     fn start(&mut self, info: &container::StreamInfo) -> Result<()> {
         self.rate = info.sample_rate;
         self.max_frames = self.bounds.max_seconds * f64::from(info.sample_rate);
@@ -376,13 +425,13 @@ impl container::Sink for To16k<'_, '_> {
                 )));
             }
         }
-        let mono = || ToMono::new(1, info.sample_rate, SAMPLE_RATE, info.int16);
+        let mono = || ToMono::new(1, info.sample_rate, self.out_rate, info.int16);
         let channels = info.channels.max(1);
         self.convs = match self.keep {
             Keep::Mix => vec![ToMono::new(
                 info.channels,
                 info.sample_rate,
-                SAMPLE_RATE,
+                self.out_rate,
                 info.int16,
             )?],
             Keep::All => (0..channels).map(|_| mono()).collect::<Result<_>>()?,
