@@ -9,8 +9,9 @@ use std::path::{Path, PathBuf};
 
 use decode_support::shared_data;
 use dicta_audio::decode::{
-    load_channel_owned, load_channel_path, load_channels_owned, load_channels_owned_bounded,
-    load_channels_path, load_path, probe_channels_bytes, probe_channels_path, Bounds,
+    load_channel_owned, load_channel_path, load_channels_owned, load_channels_owned_at,
+    load_channels_owned_bounded, load_channels_path, load_channels_path_at, load_owned_at,
+    load_path, load_path_at, probe_channels_bytes, probe_channels_path, Bounds,
 };
 use dicta_core::ErrorKind;
 
@@ -124,6 +125,55 @@ fn each_channel_loads_as_its_mono_file_bit_exact() {
         let mono = load_channels_path(&left).unwrap();
         assert_eq!(mono.channels, vec![want[0].clone()]);
         assert_eq!(probe_channels_path(&left).unwrap(), 1);
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Output at other rates (faster-whisper's `decode_audio(sampling_rate=…)`; its PyAV samples are
+/// held in `python/tests`): 16 kHz is the engine's load; a file's own rate returns its 16-bit
+/// samples untouched; each channel of a stereo file at any rate is its mono file at that rate;
+/// from bytes the same as from the path; rates out of range are refused by name.
+#[test]
+fn other_output_rates_keep_every_invariant() {
+    let (a, b) = two_recordings();
+    let dir = tmp_dir("rates");
+    let stereo = dir.join("stereo.wav");
+    let left = dir.join("left.wav");
+    let right = dir.join("right.wav");
+    write_wav(&stereo, 22_050, &[&a, &b]);
+    write_wav(&left, 22_050, &[&a]);
+    write_wav(&right, 22_050, &[&b]);
+    assert!(load_path_at(&left, 16_000).unwrap().samples == load_path(&left).unwrap());
+    let own: Vec<f32> = a.iter().map(|&v| f32::from(v) / 32_768.0).collect();
+    assert!(load_path_at(&left, 22_050).unwrap().samples == own);
+    let bytes = std::fs::read(&stereo).unwrap();
+    for rate in [8000u32, 11_025, 44_100, 48_000] {
+        let want = [
+            load_path_at(&left, rate).unwrap().samples,
+            load_path_at(&right, rate).unwrap().samples,
+        ];
+        // About rate/22050 of the samples (the filter's edges decide the last few).
+        let expect = a.len() as f64 * f64::from(rate) / 22_050.0;
+        assert!((want[0].len() as f64 - expect).abs() < 4.0, "{rate}");
+        let got = load_channels_path_at(&stereo, rate).unwrap();
+        assert!(
+            got.channels == want,
+            "{rate} Hz: a channel differs from its mono file"
+        );
+        assert_eq!(
+            load_channels_owned_at(bytes.clone(), "s", rate).unwrap(),
+            got
+        );
+        let mix = load_owned_at(bytes.clone(), "s", rate).unwrap().samples;
+        assert_eq!(mix, load_path_at(&stereo, rate).unwrap().samples);
+        assert_eq!(mix.len(), want[0].len());
+    }
+    for bad in [0u32, dicta_audio::MAX_SAMPLE_RATE + 1] {
+        let e = load_path_at(&left, bad).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::InvalidInput);
+        assert!(e.message.contains("Hz"), "{e}");
+        let e = load_channels_owned_at(bytes.clone(), "s", bad).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::InvalidInput);
     }
     std::fs::remove_dir_all(&dir).ok();
 }

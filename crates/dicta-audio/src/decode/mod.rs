@@ -36,8 +36,8 @@ use std::path::Path;
 use dicta_core::{Error, ErrorKind, Result};
 
 pub use channels::{
-    load_channel_owned, load_channel_path, load_channels_owned, load_channels_owned_bounded,
-    load_channels_owned_at, load_channels_path, load_channels_path_at, probe_channels_bytes,
+    load_channel_owned, load_channel_path, load_channels_owned, load_channels_owned_at,
+    load_channels_owned_bounded, load_channels_path, load_channels_path_at, probe_channels_bytes,
     probe_channels_path, LoadedChannels,
 };
 pub use pcm::{decode_raw_pcm, PcmEncoding};
