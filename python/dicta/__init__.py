@@ -288,7 +288,8 @@ class Engine:
                 error.
             **options: the CLI's decoding flags with underscores: ``beam_size``, ``best_of``,
                 ``temperature`` (a float or a list), ``language``, ``task``
-                (``"transcribe"``/``"translate"``), ``initial_prompt``, ``hotwords``, ``prefix``,
+                (``"transcribe"``/``"translate"``), ``initial_prompt`` (text, or a list of token
+                ids taken as they are), ``hotwords``, ``prefix``,
                 ``condition_on_previous_text``, ``without_timestamps``, ``word_timestamps``,
                 ``vad_filter``, ``vad_parameters`` (a dict of faster-whisper's names),
                 ``diarize``, ``num_speakers``, ``min_speakers``, ``max_speakers``, ``final_window``

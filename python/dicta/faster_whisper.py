@@ -20,13 +20,14 @@ reading them (``close()``, or dropping the iterator) stops the decoding. Differe
 can see: ``device`` is the
 CPU; ``compute_type`` ``"default"`` is Dicta's fastest type that keeps faster-whisper's accuracy
 (int8 where the CPU has the integer dot-product instructions); ``float16``/``bfloat16`` run as
-float32 on the CPU, as CTranslate2 does there; ``initial_prompt`` is text (not token ids).
+float32 on the CPU, as CTranslate2 does there.
 Errors are :mod:`dicta.errors` exceptions
 (``InvalidInput`` is a ``ValueError``).
 """
 
 from __future__ import annotations
 
+import operator
 import os
 import queue
 import sys
@@ -289,7 +290,12 @@ class WhisperModel:
             opts["task"] = "transcribe"
         prompt = opts["initial_prompt"]
         if prompt is not None and not isinstance(prompt, str):
-            raise errors.InvalidInput("initial_prompt must be text (token ids are not supported)")
+            # faster-whisper's `Iterable[int]`: token ids, taken as they are.
+            try:
+                opts["initial_prompt"] = [operator.index(t) for t in prompt]
+            except (TypeError, ValueError):
+                raise errors.InvalidInput(
+                    f"initial_prompt must be a str or an iterable of token ids, got {prompt!r}") from None
         if isinstance(opts["temperature"], tuple):
             opts["temperature"] = list(opts["temperature"])
         if not opts["vad_filter"]:

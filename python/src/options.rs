@@ -143,7 +143,20 @@ pub(crate) fn decode_options(
             "prompt_reset_on_temperature" => {
                 o.prompt_reset_on_temperature = get(key, v, "a float")?
             }
-            "initial_prompt" => o.initial_prompt = get(key, v, "a str or None")?,
+            "initial_prompt" => {
+                // Text, or token ids taken as they are (faster-whisper's `Iterable[int]`).
+                (o.initial_prompt, o.initial_prompt_tokens) = match v.extract::<Option<String>>() {
+                    Ok(text) => (text, None),
+                    Err(_) => (
+                        None,
+                        Some(get(
+                            key,
+                            v,
+                            "a str, a list of token ids (ints >= 0) or None",
+                        )?),
+                    ),
+                }
+            }
             "hotwords" => o.hotwords = get(key, v, "a str or None")?,
             "prefix" => o.prefix = get(key, v, "a str or None")?,
             "multilingual" => o.multilingual = get(key, v, "a bool")?,

@@ -58,6 +58,24 @@ def test_transcripts_are_faster_whispers_token_for_token(model):
         assert same * 100 >= 95 * len(ref["items"]), f"{run}: {same} of {len(ref['items'])} identical"
 
 
+def test_initial_prompt_token_ids_are_faster_whispers(model):
+    """``initial_prompt`` as token ids (any iterable of ints), held to faster-whisper's run with
+    the same ids (options_reference.json's ``greedy_prompt_ids``, make_options_reference.py)."""
+    ref = json.loads((FIXTURE.parent / "options_reference.json").read_text())
+    ids = ref["runs"]["greedy_prompt_ids"]["initial_prompt"]
+    same = 0
+    for i, it in enumerate(ref["items"]):
+        prompt = ids if i % 2 else (t for t in np.array(ids))  # a list; a generator of numpy ints
+        segments, _ = model.transcribe(read16(DATA / it["wav"]), language="en", beam_size=1, temperature=0.0,
+                                       condition_on_previous_text=False, initial_prompt=prompt)
+        got = [(s.text, s.tokens) for s in segments]
+        same += got == [(w["text"], w["tokens"]) for w in it["runs"]["greedy_prompt_ids"]["segments"]]
+    assert same * 100 >= 95 * len(ref["items"]), f"{same} of {len(ref['items'])} identical"
+    for bad in ([1.5], ["a"], [-1], 7):
+        with pytest.raises(dicta.InvalidInput, match="initial_prompt"):
+            model.transcribe(str(JFK), initial_prompt=bad)
+
+
 def test_segments_words_and_inputs_are_faster_whispers_shapes(model):
     segments, info = model.transcribe(str(JFK), word_timestamps=True)
     assert not isinstance(segments, list)  # an iterator, as faster-whisper's generator

@@ -248,6 +248,46 @@ fn hotwords_option_matches_faster_whisper() {
     );
 }
 
+/// `initial_prompt` as token ids (faster-whisper's `Iterable[int]`): taken as they are, here a
+/// tokenization without the leading space a text prompt gets; and refused with text, or past
+/// the vocabulary.
+#[test]
+fn initial_prompt_token_ids_match_faster_whisper() {
+    let ids = vec![18557, 278, 11, 287, 262, 48064, 13];
+    option_parity(
+        "greedy_prompt_ids",
+        &reference(),
+        "greedy",
+        DecodeOptions {
+            initial_prompt_tokens: Some(ids.clone()),
+            ..opts(1)
+        },
+        0,
+    );
+    let Some(model) = load_model() else { return };
+    let tr = WhisperTranscriber::new(&model).unwrap();
+    let audio = vec![0f32; 16_000];
+    let both = DecodeOptions {
+        initial_prompt: Some("Printing".into()),
+        initial_prompt_tokens: Some(ids),
+        ..opts(1)
+    };
+    let past = DecodeOptions {
+        initial_prompt_tokens: Some(vec![7, model.config.n_vocab as u32]),
+        ..opts(1)
+    };
+    for (o, says) in [
+        (both, "both as text and as token ids"),
+        (past, "past the model"),
+    ] {
+        let e = tr
+            .transcribe(&[&audio], &o, LongFormMode::Sequential, 8)
+            .unwrap_err();
+        assert_eq!(e.kind, dicta_core::ErrorKind::InvalidInput);
+        assert!(e.message.contains(says), "{e}");
+    }
+}
+
 /// `repetition_penalty` (greedy) and `no_repeat_ngram_size` (beam 5).
 #[test]
 fn repetition_options_match_faster_whisper() {

@@ -585,6 +585,13 @@ impl Engine {
                      Whisper model",
                 );
             }
+            if opts.initial_prompt_tokens.is_some() && !matches!(self.backend, Backend::Whisper(_))
+            {
+                return refuse(
+                    "initial_prompt as token ids is a Whisper option (its tokenizer's ids); this \
+                     model is not a Whisper model",
+                );
+            }
             if opts.prefix.as_deref().is_some_and(|p| !p.is_empty())
                 && !matches!(self.backend, Backend::Whisper(_))
             {

@@ -74,6 +74,10 @@ pub struct DecodeOptions {
     pub prompt_reset_on_temperature: f32,
     /// Text given as previous context for the first window.
     pub initial_prompt: Option<String>,
+    /// Token ids given as previous context for the first window, taken as they are (faster-whisper's
+    /// `initial_prompt` as an `Iterable[int]`: no leading space added, nothing trimmed). Not
+    /// together with `initial_prompt`; Whisper models only; each id below the vocabulary size.
+    pub initial_prompt_tokens: Option<Vec<u32>>,
     /// Words to bias every window towards (names, jargon; faster-whisper's `hotwords`): put in
     /// front of each window's previous text, after `<|startofprev|>` (up to 223 tokens).
     pub hotwords: Option<String>,
@@ -207,6 +211,7 @@ impl Default for DecodeOptions {
             condition_on_previous_text: true,
             prompt_reset_on_temperature: 0.5,
             initial_prompt: None,
+            initial_prompt_tokens: None,
             hotwords: None,
             prefix: None,
             without_timestamps: false,
@@ -255,6 +260,11 @@ impl DecodeOptions {
         }
         if self.beam_size == 0 {
             return Err(Error::invalid_input("beam_size must be >= 1, got 0"));
+        }
+        if self.initial_prompt.is_some() && self.initial_prompt_tokens.is_some() {
+            return Err(Error::invalid_input(
+                "initial_prompt is given both as text and as token ids; give one",
+            ));
         }
         if self.best_of == 0 {
             return Err(Error::invalid_input("best_of must be >= 1, got 0"));

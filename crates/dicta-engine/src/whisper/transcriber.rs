@@ -192,6 +192,17 @@ impl<'m> WhisperTranscriber<'m> {
         if batch_size == 0 {
             return Err(Error::invalid_input("batch_size must be >= 1, got 0"));
         }
+        let vocab = self.model.config.n_vocab;
+        if let Some(bad) = opts
+            .initial_prompt_tokens
+            .iter()
+            .flatten()
+            .find(|&&t| t as usize >= vocab)
+        {
+            return Err(Error::invalid_input(format!(
+                "initial_prompt token id {bad} is past the model's vocabulary ({vocab} tokens)"
+            )));
+        }
         let decoder = WindowDecoder {
             model: self.model,
             opts,
@@ -259,9 +270,13 @@ impl<'m> WhisperTranscriber<'m> {
             // what `InputOptions::apply` gives, without a copy of the options per input.
             let own = inputs.get(i);
             let task = own.and_then(|o| o.task).unwrap_or(opts.task);
-            let initial_prompt = own
-                .and_then(|o| o.initial_prompt.as_deref())
-                .or(opts.initial_prompt.as_deref());
+            let own_prompt = own.and_then(|o| o.initial_prompt.as_deref());
+            let initial_prompt = own_prompt.or(opts.initial_prompt.as_deref());
+            // Token ids (faster-whisper's `Iterable[int]`) unless this input has its own text.
+            let prompt_ids = opts
+                .initial_prompt_tokens
+                .as_deref()
+                .filter(|_| own_prompt.is_none());
             let hotwords = match own.and_then(|o| o.hotwords.as_deref()) {
                 Some(h) => self.hotwords(Some(h))?,
                 None => hotwords.clone(),
@@ -309,7 +324,10 @@ impl<'m> WhisperTranscriber<'m> {
                     mel: mel.clone(),
                     content_frames: end,
                     seek: start,
-                    all_tokens: self.initial_prompt(initial_prompt)?,
+                    all_tokens: match prompt_ids {
+                        Some(ids) => ids.to_vec(),
+                        None => self.initial_prompt(initial_prompt)?,
+                    },
                     prompt_reset_since: 0,
                     sot_seq: sot_seq.clone(),
                     hotwords: hotwords.clone(),
