@@ -49,6 +49,8 @@ def main():
     ap.add_argument("--wav", required=True, help="the recording the fake microphone plays")
     ap.add_argument("--expect", required=True, help="comma-separated words that must appear")
     ap.add_argument("--key", default="")
+    ap.add_argument("--endpoint", default="", help="the page's 'Utterances end' choice: '', 'on' or 'off'")
+    ap.add_argument("--expect-status", default="", help="text #status must hold once the words are there")
     ap.add_argument("--screenshot", required=True)
     ap.add_argument("--chromium", default="/usr/bin/chromium")
     ap.add_argument("--timeout", type=float, default=90)
@@ -87,6 +89,8 @@ def main():
             time.sleep(0.1)
         if a.key:
             page.eval(f"(() => {{ const k = document.getElementById('key'); k.value = {json.dumps(a.key)}; k.dispatchEvent(new Event('change')); }})()")
+        if a.endpoint:
+            page.eval(f"document.getElementById('endpoint').value = {json.dumps(a.endpoint)}")
         page.eval("document.getElementById('start').click()")
         want = [w.strip().lower() for w in a.expect.split(",") if w.strip()]
         deadline = time.time() + a.timeout
@@ -100,6 +104,8 @@ def main():
                 sys.exit(f"FAILED: after {a.timeout} s #transcript is {text!r} (status {status!r}); wanted {want}")
             time.sleep(0.5)
         status = page.eval("document.getElementById('status').textContent")
+        if a.expect_status not in status:
+            sys.exit(f"FAILED: #status is {status!r}, wanted it to hold {a.expect_status!r}")
         png = base64.b64decode(page.call("Page.captureScreenshot", format="png")["data"])
         with open(a.screenshot, "wb") as f:
             f.write(png)

@@ -1,6 +1,7 @@
 //! The live browser page: headless Debian Chromium whose fake microphone plays a real recording
 //! opens `dicta serve`'s `/` (with an API key, which the page sends as the WebSocket
-//! subprotocol), clicks `#start`, and the recording's words appear in `#transcript`
+//! subprotocol), chooses utterances that end at pauses (a `config` message the server
+//! acknowledges in `#status`), clicks `#start`, and the recording's words appear in `#transcript`
 //! (browser_demo_check.py drives it over the DevTools protocol). `.ci/run` installs chromium and
 //! sets DICTA_REQUIRE_CLIENTS, so there a missing browser fails instead of skipping.
 
@@ -37,6 +38,8 @@ fn the_page_transcribes_the_microphone_in_headless_chromium() {
         .arg(std::fs::canonicalize(format!("{DATA}/openai_whisper/jfk.16k.wav")).unwrap())
         .args(["--expect", "fellow,country"])
         .args(["--key", key, "--chromium", chromium])
+        // Endpointing chosen on the page: a `config` message, acknowledged before the audio.
+        .args(["--endpoint", "on", "--expect-status", "utterances end at pauses"])
         .arg("--screenshot")
         .arg(&shot)
         .output()
