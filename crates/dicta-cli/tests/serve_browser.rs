@@ -39,7 +39,12 @@ fn the_page_transcribes_the_microphone_in_headless_chromium() {
         .args(["--expect", "fellow,country"])
         .args(["--key", key, "--chromium", chromium])
         // Endpointing chosen on the page: a `config` message, acknowledged before the audio.
-        .args(["--endpoint", "on", "--expect-status", "utterances end at pauses"])
+        .args([
+            "--endpoint",
+            "on",
+            "--expect-status",
+            "utterances end at pauses",
+        ])
         .arg("--screenshot")
         .arg(&shot)
         .output()

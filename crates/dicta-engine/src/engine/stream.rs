@@ -18,7 +18,7 @@ use std::sync::{Arc, MutexGuard};
 use dicta_core::Result;
 
 use super::{Backend, Engine};
-use crate::stream::session::check_vad;
+use crate::stream::session::check_session;
 use crate::stream::{
     CtcStreamDecoder, Honours, Session, SessionOptions, StreamConfig, StreamEngine, WorkerStats,
 };
@@ -39,18 +39,12 @@ impl Engine {
     ///
     /// Errors: `InvalidInput` naming what the model cannot honour.
     pub fn check_session_options(&self, opts: &SessionOptions) -> Result<()> {
-        opts.endpoint.validate()?;
         let honours = match &self.backend {
             Backend::Whisper(w) => Honours::Whisper(Arc::clone(w), self.config.decode.task),
             Backend::Moonshine(_) => Honours::Moonshine,
             Backend::Ctc(_) => Honours::Ctc,
         };
-        honours.check(&opts.decode)?;
-        check_vad(
-            opts,
-            self.vad.is_some(),
-            matches!(self.backend, Backend::Ctc(_)),
-        )
+        check_session(opts, &honours, self.vad.is_some())
     }
 
     /// Counters of the stream worker (model calls, batch sizes); `None` before the first

@@ -281,16 +281,11 @@ impl StreamEngine {
     ///
     /// Errors: `InvalidInput` naming what the model (or a missing detector) cannot honour.
     pub fn check_session_options(&self, opts: &SessionOptions) -> Result<()> {
-        opts.endpoint.validate()?;
-        match &self.backend {
-            Backend::Whisper(b) => b.accepts.check(&opts.decode)?,
-            Backend::Ctc(_) => Honours::Ctc.check(&opts.decode)?,
-        }
-        check_vad(
-            opts,
-            self.vad.is_some(),
-            matches!(self.backend, Backend::Ctc(_)),
-        )
+        let honours = match &self.backend {
+            Backend::Whisper(b) => &b.accepts,
+            Backend::Ctc(_) => &Honours::Ctc,
+        };
+        check_session(opts, honours, self.vad.is_some())
     }
 
     /// Opens a session sharing this engine's model and worker.
@@ -359,11 +354,20 @@ impl StreamEngine {
 /// `InvalidInput` when a session asks for VAD endpointing that cannot run: on a CTC model
 /// (its streams end utterances on their own trailing silence, [`SessionOptions::endpoint`]) or
 /// without a loaded detector; or with options out of range.
-pub(crate) fn check_vad(opts: &SessionOptions, have_vad: bool, ctc: bool) -> Result<()> {
+/// Checks a session's options against what its model `honours` and whether a voice activity
+/// detector is loaded (`have_vad`): the one check behind [`StreamEngine::check_session_options`]
+/// and [`crate::Engine::check_session_options`] (which checks before the stream worker exists).
+pub(crate) fn check_session(
+    opts: &SessionOptions,
+    honours: &Honours,
+    have_vad: bool,
+) -> Result<()> {
+    opts.endpoint.validate()?;
+    honours.check(&opts.decode)?;
     let Some(o) = &opts.vad else {
         return Ok(());
     };
-    if ctc {
+    if matches!(honours, Honours::Ctc) {
         return Err(Error::invalid_input(
             "CTC streams end utterances on their own trailing silence (endpoint options); \
              VAD endpointing is for Whisper and Moonshine streams",
