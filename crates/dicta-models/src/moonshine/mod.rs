@@ -5,6 +5,7 @@
 //! `decoder_model_merged.ort`, plus a Hugging Face `tokenizer.json`); see [`weights`] for how
 //! the graphs map onto the architecture and [`model`] for the layers.
 
+mod graph;
 pub mod model;
 pub mod weights;
 
