@@ -159,6 +159,43 @@ def endpointing(asr, a):
     check(code == grpc.StatusCode.INVALID_ARGUMENT and "start_threshold" in details, f"start_threshold -> {code} {details}")
 
 
+def profanity_filter(asr, a):
+    """`profanity_filter`: the profane words of the same text as first letter + asterisks (one
+    per letter), in Recognize's transcript and words and in streamed finals; other words as
+    they were; off, the plain text."""
+    cfg = riva.client.RecognitionConfig(encoding=riva.client.AudioEncoding.LINEAR_PCM, language_code="en-US",
+                                        enable_word_time_offsets=True)
+    riva.client.add_audio_file_specs_to_config(cfg, a.profane)
+    with open(a.profane, "rb") as f:
+        data = f.read()
+    plain = offline_text(asr.offline_recognize(data, cfg))
+    check(word_errors(a.expect_profane, plain) == 0, f"profanity_filter off: the CLI's text\n{plain!r}\n{a.expect_profane!r}")
+    cfg.profanity_filter = True
+    resp = asr.offline_recognize(data, cfg)
+    filtered = offline_text(resp)
+
+    def starred(p, f):
+        pw, fw = p.split(), f.split()
+        pairs = list(zip(pw, fw))
+        ok = len(pw) == len(fw) and all(
+            x == y or (y[0] == x[0] and re.fullmatch(r"\*+\W*", y[1:]) and len(y) == len(x)) for x, y in pairs)
+        return ok, sum(x != y for x, y in pairs)
+
+    ok, n = starred(plain, filtered)
+    check(ok and n >= 2, f"Recognize with profanity_filter: {n} words starred, the rest kept\n{filtered!r}\n{plain!r}")
+    ws = [w.word for r in resp.results for w in r.alternatives[0].words]
+    check(sum("*" in w for w in ws) == n, f"the words carry the same stars: {ws}")
+    scfg = riva.client.StreamingRecognitionConfig(config=cfg, interim_results=True)
+    finals, interims = [], []
+    with riva.client.AudioChunkFileIterator(a.profane, 1600) as chunks:
+        for response in asr.streaming_response_generator(audio_chunks=chunks, streaming_config=scfg):
+            for r in response.results:
+                (finals if r.is_final else interims).append(r.alternatives[0].transcript)
+    streamed = " ".join(finals)
+    check("*" in streamed and not re.search(r"shit|asshole|bastard", " ".join(finals + interims), re.I),
+          f"streamed finals and interims are filtered\n{streamed!r}")
+
+
 def boosting_and_custom_configuration(asr, a, frames, rate):
     """Word boosting and custom_configuration, set with the Riva client's own helpers, give the
     CLI's texts for --hotwords and the same decoding flags; bad ones are refused by name."""
@@ -230,6 +267,8 @@ def main():
     ap.add_argument("--stereo", required=True, help="a 16-bit stereo WAV, a different utterance on each channel")
     ap.add_argument("--expect-left", required=True, help="the CLI's text of its first channel (--channels split)")
     ap.add_argument("--expect-right", required=True, help="the CLI's text of its second channel")
+    ap.add_argument("--profane", required=True, help="a WAV of speech with profanities")
+    ap.add_argument("--expect-profane", required=True, help="the CLI's text for --profane")
     a = ap.parse_args()
 
     auth = riva.client.Auth(uri=a.uri, metadata_args=[["authorization", f"Bearer {a.key}"]])
@@ -288,6 +327,7 @@ def main():
     boosting_and_custom_configuration(asr, a, frames, rate)
     separate_channels(asr, a)
     endpointing(asr, a)
+    profanity_filter(asr, a)
 
     if audioop is None:
         print("note: no audioop (Python >= 3.13): stereo and G.711 checks skipped")

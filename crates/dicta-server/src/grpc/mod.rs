@@ -16,6 +16,7 @@
 //! library's message; the metadata `dicta-error-type` holds the stable error kind.
 
 mod convert;
+mod profanity;
 mod recognize;
 mod streaming;
 

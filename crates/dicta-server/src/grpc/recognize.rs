@@ -62,8 +62,14 @@ impl RivaSpeechRecognition for RivaAsr {
             .next()
             .unwrap_or_else(|| Err(Error::internal("no result for the input")))
             .map_err(status)?;
+        let mut results = convert::recognize_results(&transcript, words);
+        if config.profanity_filter {
+            for a in results.iter_mut().flat_map(|r| &mut r.alternatives) {
+                super::profanity::censor_alternative(a);
+            }
+        }
         Ok(Response::new(RecognizeResponse {
-            results: convert::recognize_results(&transcript, words),
+            results,
             id: req.id,
         }))
     }

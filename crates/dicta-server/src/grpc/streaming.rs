@@ -53,6 +53,8 @@ struct Settings {
     interim: bool,
     words: bool,
     language: String,
+    /// `profanity_filter`: results' profane words as `f***`.
+    profanity: bool,
 }
 
 /// Reads the config, admits the call and opens its session; the audio is handled by a task
@@ -122,6 +124,7 @@ pub(crate) async fn start(
         interim: config.interim_results,
         words: rc.enable_word_time_offsets,
         language: language.unwrap_or_default(),
+        profanity: rc.profanity_filter,
     };
     let (tx, rx) = mpsc::channel(32);
     let id = first.id;
@@ -354,7 +357,15 @@ impl Call {
             .iter()
             .filter(|e| s.interim || e.kind == StreamEventKind::Final)
             .filter(|e| !(e.kind == StreamEventKind::Final && e.text.trim().is_empty()))
-            .map(|e| convert::streaming_result(e, s.words, 0.0, self.seconds, &s.language))
+            .map(|e| {
+                let mut r = convert::streaming_result(e, s.words, 0.0, self.seconds, &s.language);
+                if s.profanity {
+                    r.alternatives
+                        .iter_mut()
+                        .for_each(super::profanity::censor_alternative);
+                }
+                r
+            })
             .collect();
         if results.is_empty() {
             return !self.tx.is_closed();
