@@ -2,7 +2,7 @@
 //! real binary (serve_grpc_check.py): Recognize of WAV files, raw PCM at 22.05 kHz, stereo,
 //! μ-law and A-law give the CLI's texts, and so do each channel of a stereo recording recognized
 //! apart (`enable_separate_recognition_per_channel`, as `--channels split`), word boosting (`speech_contexts`, as
-//! `--hotwords`) and `custom_configuration` (as the CLI's decoding flags); `profanity_filter` stars profane words (espeak-ng speech);
+//! `--hotwords`) and `custom_configuration` (as the CLI's decoding flags); `profanity_filter` stars profane words (espeak-ng speech, a fixture);
 //! StreamingRecognize gives interim results and
 //! finals close to them, with word offsets; health, config, API key, error codes and the stream
 //! limit. `.ci/run` installs the client and sets DICTA_REQUIRE_CLIENTS, so there a missing
@@ -13,7 +13,7 @@ mod common;
 use std::process::Command;
 
 use common::server::Server;
-use common::{client_available, dicta_json, model_dir, python_has, DATA};
+use common::{dicta_json, model_dir, python_has, DATA};
 
 #[test]
 fn the_riva_client_works_against_the_grpc_port() {
@@ -89,20 +89,8 @@ fn the_riva_client_works_against_the_grpc_port() {
     };
     let (left, right) = (channel_text(0), channel_text(1));
     assert!(!left.is_empty() && !right.is_empty() && left != right);
-    // Speech with profanities for `profanity_filter` (espeak-ng, made here).
-    let espeak = Command::new("espeak-ng").arg("--version").output().is_ok();
-    if !client_available("espeak-ng", espeak) {
-        return;
-    }
-    let profane = std::env::temp_dir().join(format!("dicta-profane-{}.wav", std::process::id()));
-    let made = Command::new("espeak-ng")
-        .args(["-v", "en-us", "-s", "140", "-w"])
-        .arg(&profane)
-        .arg("Oh shit. You are an asshole, a real bastard.")
-        .status()
-        .unwrap();
-    assert!(made.success());
-    let profane = profane.to_string_lossy().into_owned();
+    // Speech with profanities for `profanity_filter` (espeak-ng; fixtures/make_profane.sh).
+    let profane = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/profane.wav").to_string();
     let expect_profane = cli_text(&profane, &[]);
     // Models are named as `--model` gave them (here the folder).
     let name = model.to_string_lossy().into_owned();
@@ -120,7 +108,6 @@ fn the_riva_client_works_against_the_grpc_port() {
         .args(["--profane", &profane, "--expect-profane", &expect_profane])
         .status()
         .unwrap();
-    let _ = std::fs::remove_file(&profane);
     assert!(status.success(), "Riva client check failed");
     // SIGTERM drains and exits 0 with the gRPC listener up.
     assert_eq!(server.terminate(), 0);
