@@ -245,11 +245,13 @@ impl Backend for EngineBackend {
         let mut stats = Stats::default();
         for (opts, idx) in groups {
             let mut cancels = Vec::with_capacity(idx.len());
+            let mut sinks = Vec::with_capacity(idx.len());
             let batch: Vec<Input> = idx
                 .iter()
                 .map(|&i| {
                     let input = inputs[i].take().expect("each input is in one group");
                     cancels.push(input.cancel);
+                    sinks.push(input.segments);
                     let source = if input.channels > 1 {
                         // `channels=split`: the channels one after another.
                         let n = input.samples.len() / input.channels;
@@ -272,6 +274,16 @@ impl Backend for EngineBackend {
             let mut decode = self.options_for(&opts);
             // The call stops at its next model call once every request in it has gone.
             decode.cancel = dicta_core::Cancel::all(cancels);
+            // Segments go to the requests that read them as they come (`stream=true`).
+            if sinks.iter().any(Option::is_some) {
+                decode.progress = dicta_engine::Progress::new(move |e| {
+                    if let dicta_engine::ProgressEvent::Segments { input, segments } = e {
+                        if let Some(Some(sink)) = sinks.get(input) {
+                            sink.send(&segments);
+                        }
+                    }
+                });
+            }
             let out = self.engine.transcribe_with(&batch, &decode);
             for (&i, r) in idx.iter().zip(out.results) {
                 results[i] = Some(r);

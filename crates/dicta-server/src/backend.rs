@@ -148,6 +148,40 @@ impl RequestOptions {
     }
 }
 
+/// Receives one input's segments as they become final, in time order (their concatenation is
+/// the transcript's `segments`), for a client that reads results as they come (the OpenAI
+/// route's `stream=true`). Called on the backend's thread while its work waits: keep it short.
+/// Compares equal to every other sink: it is not part of what a request means.
+#[derive(Clone)]
+pub struct SegmentSink(std::sync::Arc<SegmentFn>);
+
+/// What a [`SegmentSink`] calls.
+type SegmentFn = dyn Fn(&[dicta_core::Segment]) + Send + Sync;
+
+impl SegmentSink {
+    /// A sink calling `f` with each batch of final segments.
+    pub fn new(f: impl Fn(&[dicta_core::Segment]) + Send + Sync + 'static) -> Self {
+        Self(std::sync::Arc::new(f))
+    }
+
+    /// Hands over segments that are now final.
+    pub fn send(&self, segments: &[dicta_core::Segment]) {
+        (self.0)(segments)
+    }
+}
+
+impl std::fmt::Debug for SegmentSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SegmentSink")
+    }
+}
+
+impl PartialEq for SegmentSink {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
 /// One recording handed to the backend.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BackendInput {
@@ -165,6 +199,10 @@ pub struct BackendInput {
     /// Set once the request's client has gone (disconnected, or its `request_timeout_s`
     /// passed): a backend should stop work nobody waits for at its next batch boundary.
     pub cancel: dicta_core::Cancel,
+    /// Where the input's segments go as they become final, when its client reads them as
+    /// they come; a backend that cannot tell may leave it unused (the route then sends every
+    /// segment with the result).
+    pub segments: Option<SegmentSink>,
 }
 
 /// The answer to one [`Backend::transcribe`] call.

@@ -27,6 +27,9 @@ pub(crate) struct TranscribeRequest {
     pub options: RequestOptions,
     /// The resident model asked for (`None`: the default one).
     pub model: Option<String>,
+    /// Where each input's segments go as they become final (a client reading them as they
+    /// come), or `None`.
+    pub segments: Option<crate::backend::SegmentSink>,
 }
 
 /// The answer: results in input order plus timing and grouping.
@@ -240,6 +243,7 @@ impl Pipeline {
                 channels,
                 options: req.options.clone(),
                 cancel: cancel.clone(),
+                segments: req.segments.clone(),
             })
             .collect();
         let (tx, rx) = oneshot::channel();

@@ -6,7 +6,7 @@
         [--api-key KEY] [--audio FILE.wav] [--expect "fellow americans"] [--echo] [--translate]
 
 Exercises response_format json, text, srt, vtt and verbose_json (with word and segment
-timestamp granularities), decoding options in `extra_body`, an undecodable upload (must raise BadRequestError) and, when
+timestamp granularities), `stream=True` (server-sent deltas, then done), decoding options in `extra_body`, an undecodable upload (must raise BadRequestError) and, when
 --api-key is given, a wrong key (must raise AuthenticationError). Exits non-zero on the first
 failed check.
 
@@ -87,6 +87,13 @@ def main():
 
     r = transcribe()
     text_ok(r.text, "json")
+
+    # stream=True: transcript.text.delta events, then transcript.text.done with the json text.
+    events = list(transcribe(stream=True))
+    check(len(events) >= 2 and events[-1].type == "transcript.text.done"
+          and all(e.type == "transcript.text.delta" for e in events[:-1]), "stream=True: deltas, then done")
+    check("".join(e.delta for e in events[:-1]) == events[-1].text == r.text,
+          f"stream=True: the deltas make the json text\n{events[-1].text!r}\n{r.text!r}")
 
     r = transcribe(response_format="text")
     text_ok(r, "text")

@@ -40,6 +40,7 @@ impl RivaSpeechRecognition for RivaAsr {
             }],
             options,
             model: Some(config.model.clone()).filter(|m| !m.is_empty()),
+            segments: None,
         };
         // The same limit as HTTP's 504 (a client's own deadline also ends the call: dropping
         // this future abandons the work).

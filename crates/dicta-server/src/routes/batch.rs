@@ -87,6 +87,7 @@ pub(crate) async fn transcribe(
             inputs,
             options: body.parameters,
             model: body.model,
+            segments: None,
         })
         .await?;
     Ok(Json(respond(id.0, ids, outcome)))
@@ -214,6 +215,7 @@ pub(crate) async fn raw(
             }],
             options,
             model: q.model,
+            segments: None,
         })
         .await?;
     if let Some(Err(e)) = outcome.results.first() {

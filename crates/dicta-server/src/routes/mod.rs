@@ -4,6 +4,7 @@
 mod batch;
 mod health;
 mod openai;
+mod openai_stream;
 mod stream;
 
 use std::sync::atomic::AtomicBool;

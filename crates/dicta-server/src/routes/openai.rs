@@ -153,6 +153,9 @@ async fn handle(
         .map_err(|e| rejection(&s.cfg, e.status(), e.body_text()))?;
     let model = form.model.clone();
     let parsed = parse(form, task)?;
+    if parsed.stream {
+        return super::openai_stream::events(s, id, parsed.input, parsed.options, model).await;
+    }
     let outcome = s
         .pipeline
         .run(TranscribeRequest {
@@ -160,6 +163,7 @@ async fn handle(
             inputs: vec![parsed.input],
             options: parsed.options,
             model,
+            segments: None,
         })
         .await?;
     let transcript = outcome
@@ -268,6 +272,8 @@ struct Parsed {
     options: RequestOptions,
     format: ResponseFormat,
     granularity: Granularity,
+    /// `stream=true`: server-sent events ([`super::openai_stream`]).
+    stream: bool,
 }
 
 /// A `true` / `false` form field (absent: false).
@@ -289,9 +295,10 @@ fn parse(form: Form, task: Task) -> Result<Parsed> {
     let (file_name, bytes) = form.file.ok_or_else(|| {
         Error::invalid_input("the form has no `file` field (the audio to transcribe)")
     })?;
-    if form.stream.as_deref().is_some_and(|s| s.trim() == "true") {
+    let stream = flag("stream", form.stream)?;
+    if stream && task == Task::Translate {
         return Err(Error::invalid_input(
-            "stream=true is not supported on this route; use the WebSocket streaming API",
+            "stream=true is for /v1/audio/transcriptions (OpenAI's translations do not stream)",
         ));
     }
     let format = match non_empty(form.response_format) {
@@ -380,6 +387,7 @@ fn parse(form: Form, task: Task) -> Result<Parsed> {
         options,
         format,
         granularity,
+        stream,
     })
 }
 

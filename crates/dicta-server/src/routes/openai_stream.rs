@@ -1,0 +1,144 @@
+//! `POST /v1/audio/transcriptions` with `stream=true`: OpenAI's server-sent events. Each
+//! segment's text comes as a `transcript.text.delta` as soon as its window is decoded (window by
+//! window in Whisper's sequential mode; at the end where segments are only final then: VAD
+//! filter, diarization, batched long-form), then `transcript.text.done` with the whole text; the
+//! deltas put together are that text. The OpenAI SDKs read them with
+//! `client.audio.transcriptions.create(..., stream=True)`.
+//!
+//! Errors before the first segment (the upload, the options, a full queue) are the route's
+//! usual JSON errors with their status; one after it is an event `{"type": "error", "error":
+//! {"type", "message"}}`, which the SDKs raise. A client that goes away cancels the work.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+
+use axum::response::sse::{Event, Sse};
+use axum::response::{IntoResponse, Response};
+use dicta_core::{Error, Result, Segment};
+use serde_json::{json, Value};
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
+
+use super::{RequestId, Shared};
+use crate::audio::RawInput;
+use crate::backend::{RequestOptions, SegmentSink};
+use crate::error::ApiError;
+use crate::pipeline::{TranscribeOutcome, TranscribeRequest};
+
+type Run = Pin<Box<dyn Future<Output = Result<TranscribeOutcome>> + Send>>;
+
+/// What the event stream still has to send.
+struct State {
+    /// The transcription, until it has answered.
+    run: Option<Run>,
+    /// Segments from the backend as they become final.
+    segments: UnboundedReceiver<Vec<Segment>>,
+    /// Segments sent as deltas so far.
+    sent: usize,
+    /// Events ready to go.
+    queue: VecDeque<Value>,
+}
+
+impl State {
+    fn deltas(&mut self, segments: &[Segment]) {
+        for s in segments {
+            let text = if self.sent == 0 {
+                s.text.trim_start()
+            } else {
+                s.text.as_str()
+            };
+            self.sent += 1;
+            if !text.is_empty() {
+                self.queue
+                    .push_back(json!({"type": "transcript.text.delta", "delta": text}));
+            }
+        }
+    }
+
+    /// The answer: any segments the sink did not carry, then `done`; or the error.
+    fn finish(&mut self, out: Result<TranscribeOutcome>) {
+        while let Ok(segments) = self.segments.try_recv() {
+            self.deltas(&segments);
+        }
+        let transcript = out.and_then(|o| {
+            o.results
+                .into_iter()
+                .next()
+                .unwrap_or_else(|| Err(Error::internal("the backend returned no result")))
+        });
+        match transcript {
+            Ok(t) => {
+                let rest = t.segments.get(self.sent..).unwrap_or_default().to_vec();
+                self.deltas(&rest);
+                self.queue
+                    .push_back(json!({"type": "transcript.text.done", "text": t.text.trim()}));
+            }
+            Err(e) => self.queue.push_back(
+                json!({"type": "error", "error": {"type": e.kind.as_str(), "message": e.message}}),
+            ),
+        }
+    }
+}
+
+/// Runs the request and answers with its events (see the module docs).
+pub(crate) async fn events(
+    s: Shared,
+    id: RequestId,
+    input: RawInput,
+    options: RequestOptions,
+    model: Option<String>,
+) -> std::result::Result<Response, ApiError> {
+    let (tx, rx) = unbounded_channel::<Vec<Segment>>();
+    let sink = SegmentSink::new(move |segments| {
+        // The receiver is gone only when the client is; the work is being cancelled then.
+        let _ = tx.send(segments.to_vec());
+    });
+    let request = TranscribeRequest {
+        request_id: id.0,
+        inputs: vec![input],
+        options,
+        model,
+        segments: Some(sink),
+    };
+    let run: Run = Box::pin(async move { s.pipeline.run(request).await });
+    let mut state = State {
+        run: Some(run),
+        segments: rx,
+        sent: 0,
+        queue: VecDeque::new(),
+    };
+    // Wait for the first segments (or the answer) before choosing the response: an error that
+    // comes first is an ordinary HTTP error.
+    let run = state.run.as_mut().expect("set above");
+    tokio::select! {
+        biased;
+        Some(segments) = state.segments.recv() => state.deltas(&segments),
+        out = run => {
+            state.run = None;
+            let out = out?;
+            if let Some(Err(e)) = out.results.first() {
+                return Err(e.clone().into());
+            }
+            state.finish(Ok(out));
+        }
+    }
+    let stream = futures_util::stream::unfold(state, |mut st| async move {
+        loop {
+            if let Some(v) = st.queue.pop_front() {
+                let event = Event::default().data(v.to_string());
+                return Some((Ok::<_, Infallible>(event), st));
+            }
+            let run = st.run.as_mut()?;
+            tokio::select! {
+                biased;
+                Some(segments) = st.segments.recv() => st.deltas(&segments),
+                out = run => {
+                    st.run = None;
+                    st.finish(out);
+                }
+            }
+        }
+    });
+    Ok(Sse::new(stream).into_response())
+}
