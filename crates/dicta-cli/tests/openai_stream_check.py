@@ -9,9 +9,11 @@ failed check.
 """
 
 import argparse
+import io
 import re
 import sys
 import urllib.request
+import wave
 
 import openai
 from openai import OpenAI
@@ -34,6 +36,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--base", required=True, help="http://host:port")
     ap.add_argument("--audio", required=True, help="a recording of more than one 30 s window")
+    ap.add_argument("--timeout-base", default=None,
+                    help="a server with --request-timeout-s 1: a long stream must end with a timeout")
     a = ap.parse_args()
     client = OpenAI(base_url=f"{a.base}/v1", api_key="unused")
     with open(a.audio, "rb") as f:
@@ -68,7 +72,35 @@ def main():
         check(False, "translations with stream raise BadRequestError")
     except openai.BadRequestError as e:
         check(e.status_code == 400 and "stream" in str(e), "translations refuse stream=true with a 400")
+    if a.timeout_base:
+        timeout_check(a)
     print("all stream checks passed")
+
+
+def timeout_check(a):
+    """Six times --audio in one WAV (minutes of speech) against a 1 s request_timeout_s: either the
+    timeout comes before any text (the usual 504) or the stream ends with a `timeout` error event,
+    never with done; the server then still answers."""
+    with wave.open(a.audio, "rb") as w:
+        params, frames = w.getparams(), w.readframes(w.getnframes())
+    buf = io.BytesIO()
+    with wave.open(buf, "wb") as w:
+        w.setparams(params)
+        w.writeframes(frames * 6)
+    client = OpenAI(base_url=f"{a.timeout_base}/v1", api_key="unused", max_retries=0)
+    types = []
+    try:
+        for ev in client.audio.transcriptions.create(model="whisper-1", file=("long.wav", buf.getvalue()), stream=True):
+            types.append(ev.type)
+        check(False, f"a stream past request_timeout_s ends with an error, got {types[-3:]}")
+    except openai.APIStatusError as e:
+        check(e.status_code == 504 and not types, f"timeout before any text: 504 ({e.status_code})")
+    except openai.APIError as e:
+        check(types and "transcript.text.done" not in types and "request_timeout_s" in str(e),
+              f"timeout after {len(types)} deltas: an error event ({str(e)[:80]})")
+    # (Health, not a transcription: under a 1 s limit that could time out on a busy machine.)
+    health = urllib.request.urlopen(f"{a.timeout_base}/health")
+    check(health.status == 200, "the server still answers after the timeout")
 
 
 if __name__ == "__main__":

