@@ -2,6 +2,7 @@
 //! `vad_parameters`, `diarize`, `num_speakers`), `/transcribe` parameters and the raw route's
 //! query, against the same audio without them; bad options get a JSON 400 and the server keeps
 //! serving; a server started with `--no-vad` and no speaker model refuses both with 400.
+//! OpenAI's `diarized_json` (plain and streamed) labels the same segments `A` and `B`.
 
 mod common;
 
@@ -178,6 +179,7 @@ fn vad_filter_on_every_route() {
         who.sort();
         who.dedup();
         assert_eq!(who, ["SPEAKER_00", "SPEAKER_01"], "{d}");
+        diarized_json(base, &sample);
         for bad in [
             &["diarize=true", "num_speakers=0"][..],
             &["num_speakers=2"],
@@ -201,6 +203,108 @@ fn vad_filter_on_every_route() {
     let (code, _) = openai(&server.base, &wav, &[]);
     assert_eq!(code, 200);
     let _ = std::fs::remove_dir_all(&tmp);
+}
+
+/// A multipart POST of `file` with `fields` to the OpenAI route: (status, body).
+fn post(base: &str, file: &std::path::Path, fields: &[&str]) -> (String, String) {
+    let mut args = vec![
+        "-w".to_string(),
+        "\n%{http_code}".into(),
+        "-F".into(),
+        format!("file=@{}", file.display()),
+    ];
+    for f in fields {
+        args.extend(["-F".to_string(), (*f).to_string()]);
+    }
+    args.push(format!("{base}/v1/audio/transcriptions"));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (body, _) = curl(&args);
+    let (body, code) = body.rsplit_once('\n').unwrap();
+    (code.to_string(), body.to_string())
+}
+
+/// OpenAI's `diarized_json` on the two-speaker sample: verbose_json's diarized segments (same
+/// text and times), each speaker a letter (one letter per speaker, `A` first); streamed, each
+/// segment's delta then its `transcript.text.segment` event, the same segments, then `done`;
+/// `known_speaker_names[]` is refused.
+fn diarized_json(base: &str, sample: &std::path::Path) {
+    let (code, verbose) = post(
+        base,
+        sample,
+        &[
+            "response_format=verbose_json",
+            "diarize=true",
+            "num_speakers=2",
+        ],
+    );
+    assert_eq!(code, "200", "{verbose}");
+    let verbose: Value = serde_json::from_str(&verbose).unwrap();
+    let (code, body) = post(
+        base,
+        sample,
+        &["response_format=diarized_json", "num_speakers=2"],
+    );
+    assert_eq!(code, "200", "{body}");
+    let d: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        (&d["task"], &d["text"]),
+        (&verbose["task"], &verbose["text"])
+    );
+    let (segs, want) = (
+        d["segments"].as_array().unwrap(),
+        verbose["segments"].as_array().unwrap(),
+    );
+    assert_eq!(segs.len(), want.len(), "{d}");
+    let mut pairs = std::collections::BTreeSet::new();
+    for (i, (a, b)) in segs.iter().zip(want).enumerate() {
+        assert_eq!(a["type"], "transcript.text.segment");
+        assert_eq!(a["id"], format!("seg_{i}"));
+        assert_eq!(a["text"].as_str(), b["text"].as_str().map(str::trim));
+        assert_eq!((&a["start"], &a["end"]), (&b["start"], &b["end"]));
+        pairs.insert((a["speaker"].to_string(), b["speaker"].to_string()));
+    }
+    let letters: std::collections::BTreeSet<_> = pairs.iter().map(|p| p.0.clone()).collect();
+    assert_eq!(pairs.len(), 2, "one letter per speaker: {pairs:?}");
+    assert_eq!(letters.len(), 2);
+    assert_eq!(segs[0]["speaker"], "A");
+    // Streamed: delta (with its segment id), segment event, … then done.
+    let (code, events) = post(
+        base,
+        sample,
+        &[
+            "response_format=diarized_json",
+            "num_speakers=2",
+            "stream=true",
+        ],
+    );
+    assert_eq!(code, "200", "{events}");
+    let events: Vec<Value> = events
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let (done, rest) = events.split_last().unwrap();
+    assert_eq!(done["type"], "transcript.text.done");
+    assert_eq!(done["text"], d["text"]);
+    let streamed: Vec<&Value> = rest
+        .chunks(2)
+        .map(|pair| {
+            assert_eq!(pair[0]["type"], "transcript.text.delta");
+            assert_eq!(pair[0]["segment_id"], pair[1]["id"]);
+            &pair[1]
+        })
+        .collect();
+    assert_eq!(streamed, segs.iter().collect::<Vec<_>>());
+    let (code, e) = post(
+        base,
+        sample,
+        &[
+            "response_format=diarized_json",
+            "known_speaker_names[]=agent",
+        ],
+    );
+    assert_eq!(code, "400", "{e}");
+    assert!(e.contains("known_speaker"), "{e}");
 }
 
 /// VAD endpointing of WebSocket streams with the `websockets` client

@@ -1,4 +1,4 @@
-//! OpenAI response formats: `json`, `text`, `srt`, `vtt`, `verbose_json`.
+//! OpenAI response formats: `json`, `text`, `srt`, `vtt`, `verbose_json`, `diarized_json`.
 
 use std::str::FromStr;
 
@@ -27,6 +27,9 @@ pub(crate) enum ResponseFormat {
     Vtt,
     /// Task, language, duration, text, segments and (when asked) words.
     VerboseJson,
+    /// OpenAI's diarized transcription (`gpt-4o-transcribe-diarize`'s format): text and
+    /// segments labelled by speaker `A`, `B`, …; asks for diarization.
+    DiarizedJson,
 }
 
 impl FromStr for ResponseFormat {
@@ -39,10 +42,12 @@ impl FromStr for ResponseFormat {
             "srt" => Self::Srt,
             "vtt" => Self::Vtt,
             "verbose_json" => Self::VerboseJson,
+            "diarized_json" => Self::DiarizedJson,
             other => {
                 return Err(Error::invalid_input(format!(
-                "response_format must be one of json, text, srt, vtt, verbose_json; got {other:?}"
-            )))
+                    "response_format must be one of json, text, srt, vtt, verbose_json, \
+                     diarized_json; got {other:?}"
+                )))
             }
         })
     }
@@ -87,7 +92,69 @@ pub(crate) fn render(
         ResponseFormat::Srt => plain(srt(&segments_or_whole(t)), "text/plain; charset=utf-8"),
         ResponseFormat::Vtt => plain(vtt(&segments_or_whole(t)), "text/vtt; charset=utf-8"),
         ResponseFormat::VerboseJson => Json(verbose_json(t, task, granularity)).into_response(),
+        ResponseFormat::DiarizedJson => Json(diarized_json(t)).into_response(),
     }
+}
+
+/// OpenAI's speaker labels for Dicta's (`SPEAKER_00`, …): `A`, `B`, … in the order speakers
+/// first speak (`Z`, then `AA`); a segment without a speaker is `unknown`.
+#[derive(Debug, Default)]
+pub(crate) struct SpeakerLetters(Vec<String>);
+
+impl SpeakerLetters {
+    pub fn label(&mut self, speaker: Option<&str>) -> String {
+        let Some(who) = speaker else {
+            return "unknown".into();
+        };
+        let i = match self.0.iter().position(|s| s == who) {
+            Some(i) => i,
+            None => {
+                self.0.push(who.to_string());
+                self.0.len() - 1
+            }
+        };
+        // Bijective base 26: 0 → A, 25 → Z, 26 → AA.
+        let (mut n, mut out) = (i + 1, Vec::new());
+        while n > 0 {
+            n -= 1;
+            out.push(b'A' + (n % 26) as u8);
+            n /= 26;
+        }
+        out.reverse();
+        String::from_utf8(out).unwrap_or_default()
+    }
+}
+
+/// One segment of `diarized_json` (also the `transcript.text.segment` stream event).
+pub(crate) fn diarized_segment(index: usize, s: &Segment, speaker: String) -> Value {
+    json!({
+        "type": "transcript.text.segment",
+        "id": format!("seg_{index}"),
+        "start": s.start,
+        "end": s.end,
+        "text": s.text.trim(),
+        "speaker": speaker,
+    })
+}
+
+/// OpenAI's `diarized_json`: task, duration, text, the segments with their speakers, and the
+/// duration as usage.
+pub(crate) fn diarized_json(t: &Transcript) -> Value {
+    let mut letters = SpeakerLetters::default();
+    let segments: Vec<Value> = segments_or_whole(t)
+        .iter()
+        .enumerate()
+        .map(|(i, s)| diarized_segment(i, s, letters.label(s.speaker.as_deref())))
+        .collect();
+    let mut v = json!({
+        "task": "transcribe",
+        "duration": t.duration,
+        "text": t.text.trim(),
+        "segments": segments,
+        "usage": {"type": "duration", "seconds": t.duration},
+    });
+    with_warnings(&mut v, t);
+    v
 }
 
 fn plain(body: String, content_type: &'static str) -> Response {
@@ -236,6 +303,21 @@ mod tests {
             "WEBVTT\n\n00:00:00.000 --> 00:00:02.500\nHello there.\n\n\
              01:01:01.002 --> 01:01:02.500\nBye.\n\n"
         );
+    }
+
+    #[test]
+    fn speakers_are_lettered_in_order_of_first_appearance() {
+        let mut l = SpeakerLetters::default();
+        assert_eq!(l.label(Some("SPEAKER_03")), "A");
+        assert_eq!(l.label(Some("SPEAKER_00")), "B");
+        assert_eq!(l.label(Some("SPEAKER_03")), "A");
+        assert_eq!(l.label(None), "unknown");
+        for i in 2..26 {
+            l.label(Some(&format!("S{i}")));
+        }
+        assert_eq!(l.label(Some("S25")), "Z");
+        assert_eq!(l.label(Some("S26")), "AA");
+        assert_eq!(l.label(Some("S27")), "AB");
     }
 
     #[test]

@@ -70,6 +70,9 @@ struct Form {
     /// faster-whisper's decoding options ([`DECODING_FIELDS`]: what the OpenAI SDK sends for
     /// `extra_body={"beam_size": 1, …}`), name and text as sent.
     decoding: Vec<(String, String)>,
+    /// OpenAI's `known_speaker_names[]` / `known_speaker_references[]` were sent (refused: the
+    /// speakers are labelled A, B, … by clustering, not matched to references).
+    known_speakers: bool,
 }
 
 /// Form fields beyond OpenAI's that set [`RequestOptions`]' decoding options of the same name.
@@ -154,7 +157,9 @@ async fn handle(
     let model = form.model.clone();
     let parsed = parse(form, task)?;
     if parsed.stream {
-        return super::openai_stream::events(s, id, parsed.input, parsed.options, model).await;
+        let diarized = parsed.format == ResponseFormat::DiarizedJson;
+        return super::openai_stream::events(s, id, parsed.input, parsed.options, model, diarized)
+            .await;
     }
     let outcome = s
         .pipeline
@@ -205,6 +210,10 @@ async fn read_form(mut mp: Multipart) -> std::result::Result<Form, MultipartErro
             "min_speakers" => form.min_speakers = Some(small_text(field).await?),
             "max_speakers" => form.max_speakers = Some(small_text(field).await?),
             "channels" => form.channels = Some(small_text(field).await?),
+            "known_speaker_names[]"
+            | "known_speaker_names"
+            | "known_speaker_references[]"
+            | "known_speaker_references" => form.known_speakers = true,
             other if DECODING_FIELDS.contains(&other.strip_suffix("[]").unwrap_or(other)) => {
                 form.decoding.push((name, small_text(field).await?))
             }
@@ -333,7 +342,21 @@ fn parse(form: Form, task: Task) -> Result<Parsed> {
         g
     };
     let vad_filter = flag("vad_filter", form.vad_filter)?;
-    let diarize = flag("diarize", form.diarize)?;
+    // `diarized_json` is OpenAI's diarizing model's answer: it asks for diarization.
+    let diarized = format == ResponseFormat::DiarizedJson;
+    if diarized && task == Task::Translate {
+        return Err(Error::invalid_input(
+            "response_format diarized_json is for /v1/audio/transcriptions",
+        ));
+    }
+    if form.known_speakers {
+        return Err(Error::invalid_input(
+            "known_speaker_names / known_speaker_references are not supported: speakers are \
+             found by clustering and labelled A, B, … (diarized_json) or SPEAKER_00, … \
+             (verbose_json with diarize=true)",
+        ));
+    }
+    let diarize = flag("diarize", form.diarize)? || diarized;
     let count = |name: &str, v: Option<String>| -> Result<Option<usize>> {
         non_empty(v)
             .map(|v| {

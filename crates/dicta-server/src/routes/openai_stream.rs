@@ -3,7 +3,9 @@
 //! window in Whisper's sequential mode; at the end where segments are only final then: VAD
 //! filter, diarization, batched long-form), then `transcript.text.done` with the whole text; the
 //! deltas put together are that text. The OpenAI SDKs read them with
-//! `client.audio.transcriptions.create(..., stream=True)`.
+//! `client.audio.transcriptions.create(..., stream=True)`. With `response_format=diarized_json`
+//! each segment's delta carries its `segment_id` and is followed by a `transcript.text.segment`
+//! event with its times and speaker (as OpenAI's diarizing model streams).
 //!
 //! Errors before the first segment (the upload, the options, a full queue) are the route's
 //! usual JSON errors with their status; one after it is an event `{"type": "error", "error":
@@ -44,6 +46,8 @@ struct State {
     deadline: tokio::time::Instant,
     /// Its value, for the message.
     timeout_s: f64,
+    /// `diarized_json`: segment events with speakers, labelled as the whole answer labels them.
+    diarized: Option<crate::format::SpeakerLetters>,
 }
 
 impl State {
@@ -73,10 +77,23 @@ impl State {
             } else {
                 s.text.as_str()
             };
+            let index = self.sent;
             self.sent += 1;
-            if !text.is_empty() {
-                self.queue
-                    .push_back(json!({"type": "transcript.text.delta", "delta": text}));
+            match &mut self.diarized {
+                Some(letters) => {
+                    let speaker = letters.label(s.speaker.as_deref());
+                    let segment = crate::format::diarized_segment(index, s, speaker);
+                    self.queue.push_back(json!({
+                        "type": "transcript.text.delta",
+                        "delta": text,
+                        "segment_id": segment["id"],
+                    }));
+                    self.queue.push_back(segment);
+                }
+                None if !text.is_empty() => self
+                    .queue
+                    .push_back(json!({"type": "transcript.text.delta", "delta": text})),
+                None => {}
             }
         }
     }
@@ -111,6 +128,7 @@ pub(crate) async fn events(
     input: RawInput,
     options: RequestOptions,
     model: Option<String>,
+    diarized: bool,
 ) -> std::result::Result<Response, ApiError> {
     let (tx, rx) = unbounded_channel::<Vec<Segment>>();
     let sink = SegmentSink::new(move |segments| {
@@ -134,6 +152,7 @@ pub(crate) async fn events(
         queue: VecDeque::new(),
         deadline,
         timeout_s,
+        diarized: diarized.then(crate::format::SpeakerLetters::default),
     };
     // Wait for the first segments (or the answer) before choosing the response: an error that
     // comes first is an ordinary HTTP error.
