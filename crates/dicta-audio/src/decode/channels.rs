@@ -11,7 +11,8 @@ use std::path::Path;
 
 use dicta_core::{Error, ErrorKind, Result};
 
-use super::{container, open, owned_source, Bounds, Keep, ToRate};
+use super::{container, convert, open, owned_source, Bounds, Converted, Keep};
+use crate::SAMPLE_RATE;
 
 /// 16 kHz samples of every channel of one input (all of the same length), with what was
 /// wrong with a damaged file (as [`super::Loaded::warning`]).
@@ -25,14 +26,7 @@ pub struct LoadedChannels {
 
 /// Decodes a file from disk and returns each channel at 16 kHz (see the module docs).
 pub fn load_channels_path(path: &Path) -> Result<LoadedChannels> {
-    let (source, _, name) = open(path)?;
-    let mut no_limit = |_| Ok(());
-    let mut sink = ToRate::keeping(&name, Bounds::unbounded(&mut no_limit), Keep::All);
-    let warning = container::decode(source, &name, &mut sink)?;
-    Ok(LoadedChannels {
-        channels: sink.finish_all()?,
-        warning,
-    })
+    load_channels_path_at(path, SAMPLE_RATE)
 }
 
 /// Each channel of a file on disk at `rate` Hz instead of 16 kHz: faster-whisper's
@@ -42,25 +36,27 @@ pub fn load_channels_path(path: &Path) -> Result<LoadedChannels> {
 /// [`crate::MAX_SAMPLE_RATE`].
 pub fn load_channels_path_at(path: &Path, rate: u32) -> Result<LoadedChannels> {
     let (source, _, name) = open(path)?;
-    let mut no_limit = |_| Ok(());
-    let mut sink = ToRate::keeping(&name, Bounds::unbounded(&mut no_limit), Keep::All).at(rate)?;
-    let warning = container::decode(source, &name, &mut sink)?;
-    Ok(LoadedChannels {
-        channels: sink.finish_all()?,
-        warning,
-    })
+    convert(
+        source,
+        &name,
+        Bounds::unbounded(&mut |_| Ok(())),
+        Keep::All,
+        rate,
+    )
+    .map(channels)
 }
 
 /// [`load_channels_path_at`] for a file held in memory.
 pub fn load_channels_owned_at(bytes: Vec<u8>, name: &str, rate: u32) -> Result<LoadedChannels> {
     let source = owned_source(bytes, name)?;
-    let mut no_limit = |_| Ok(());
-    let mut sink = ToRate::keeping(name, Bounds::unbounded(&mut no_limit), Keep::All).at(rate)?;
-    let warning = container::decode(source, name, &mut sink)?;
-    Ok(LoadedChannels {
-        channels: sink.finish_all()?,
-        warning,
-    })
+    convert(
+        source,
+        name,
+        Bounds::unbounded(&mut |_| Ok(())),
+        Keep::All,
+        rate,
+    )
+    .map(channels)
 }
 
 /// Decodes a file held in memory and returns each channel at 16 kHz.
@@ -77,12 +73,7 @@ pub fn load_channels_owned_bounded(
     bounds: Bounds<'_>,
 ) -> Result<LoadedChannels> {
     let source = owned_source(bytes, name)?;
-    let mut sink = ToRate::keeping(name, bounds, Keep::All);
-    let warning = container::decode(source, name, &mut sink)?;
-    Ok(LoadedChannels {
-        channels: sink.finish_all()?,
-        warning,
-    })
+    convert(source, name, bounds, Keep::All, SAMPLE_RATE).map(channels)
 }
 
 /// Channel `channel` (0 = first) of a file on disk at 16 kHz: the same samples as
@@ -90,25 +81,34 @@ pub fn load_channels_owned_bounded(
 /// A channel the file does not have is `InvalidInput`.
 pub fn load_channel_path(path: &Path, channel: usize) -> Result<super::Loaded> {
     let (source, _, name) = open(path)?;
-    let mut no_limit = |_| Ok(());
-    let mut sink = ToRate::keeping(&name, Bounds::unbounded(&mut no_limit), Keep::One(channel));
-    let warning = container::decode(source, &name, &mut sink)?;
-    Ok(super::Loaded {
-        samples: sink.finish()?,
-        warning,
-    })
+    convert(
+        source,
+        &name,
+        Bounds::unbounded(&mut |_| Ok(())),
+        Keep::One(channel),
+        SAMPLE_RATE,
+    )
+    .map(Converted::mono)
 }
 
 /// [`load_channel_path`] for a file held in memory.
 pub fn load_channel_owned(bytes: Vec<u8>, name: &str, channel: usize) -> Result<super::Loaded> {
     let source = owned_source(bytes, name)?;
-    let mut no_limit = |_| Ok(());
-    let mut sink = ToRate::keeping(name, Bounds::unbounded(&mut no_limit), Keep::One(channel));
-    let warning = container::decode(source, name, &mut sink)?;
-    Ok(super::Loaded {
-        samples: sink.finish()?,
-        warning,
-    })
+    convert(
+        source,
+        name,
+        Bounds::unbounded(&mut |_| Ok(())),
+        Keep::One(channel),
+        SAMPLE_RATE,
+    )
+    .map(Converted::mono)
+}
+
+fn channels(c: Converted) -> LoadedChannels {
+    LoadedChannels {
+        channels: c.outputs,
+        warning: c.warning,
+    }
 }
 
 /// The number of channels of a file on disk, from its first decoded packet (nothing more is

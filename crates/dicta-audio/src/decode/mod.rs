@@ -160,12 +160,7 @@ pub fn load_path_report(path: &Path) -> Result<Loaded> {
 /// [`load_path_report`] under [`Bounds`].
 pub fn load_path_bounded(path: &Path, bounds: Bounds<'_>) -> Result<Loaded> {
     let (source, _, name) = open(path)?;
-    let mut sink = ToRate::new(&name, bounds);
-    let warning = container::decode(source, &name, &mut sink)?;
-    Ok(Loaded {
-        samples: sink.finish()?,
-        warning,
-    })
+    convert(source, &name, bounds, Keep::Mix, SAMPLE_RATE).map(Converted::mono)
 }
 
 /// Decodes a file held in memory and returns mono samples at 16 kHz (as [`load_path`]).
@@ -188,12 +183,7 @@ pub fn load_owned_report(bytes: Vec<u8>, name: &str) -> Result<Loaded> {
 /// at the limit, never decoded whole.
 pub fn load_owned_bounded(bytes: Vec<u8>, name: &str, bounds: Bounds<'_>) -> Result<Loaded> {
     let source = owned_source(bytes, name)?;
-    let mut sink = ToRate::new(name, bounds);
-    let warning = container::decode(source, name, &mut sink)?;
-    Ok(Loaded {
-        samples: sink.finish()?,
-        warning,
-    })
+    convert(source, name, bounds, Keep::Mix, SAMPLE_RATE).map(Converted::mono)
 }
 
 /// Mono samples of a file on disk at `rate` Hz instead of 16 kHz, converted the same way (each
@@ -203,23 +193,59 @@ pub fn load_owned_bounded(bytes: Vec<u8>, name: &str, bounds: Bounds<'_>) -> Res
 /// Errors: as [`load_path`]; `InvalidInput` for a rate of 0 or above [`crate::MAX_SAMPLE_RATE`].
 pub fn load_path_at(path: &Path, rate: u32) -> Result<Loaded> {
     let (source, _, name) = open(path)?;
-    let mut no_limit = |_| Ok(());
-    let mut sink = ToRate::new(&name, Bounds::unbounded(&mut no_limit)).at(rate)?;
-    let warning = container::decode(source, &name, &mut sink)?;
-    Ok(Loaded {
-        samples: sink.finish()?,
-        warning,
-    })
+    convert(
+        source,
+        &name,
+        Bounds::unbounded(&mut |_| Ok(())),
+        Keep::Mix,
+        rate,
+    )
+    .map(Converted::mono)
 }
 
 /// [`load_path_at`] for a file held in memory.
 pub fn load_owned_at(bytes: Vec<u8>, name: &str, rate: u32) -> Result<Loaded> {
     let source = owned_source(bytes, name)?;
-    let mut no_limit = |_| Ok(());
-    let mut sink = ToRate::new(name, Bounds::unbounded(&mut no_limit)).at(rate)?;
+    convert(
+        source,
+        name,
+        Bounds::unbounded(&mut |_| Ok(())),
+        Keep::Mix,
+        rate,
+    )
+    .map(Converted::mono)
+}
+
+/// What [`convert`] gives: one output per kept channel (or the mix), and the note on a
+/// damaged file.
+struct Converted {
+    outputs: Vec<Vec<f32>>,
+    warning: Option<String>,
+}
+
+impl Converted {
+    /// The one output of [`Keep::Mix`] or [`Keep::One`] (empty when nothing was decoded).
+    fn mono(mut self) -> Loaded {
+        Loaded {
+            samples: self.outputs.pop().unwrap_or_default(),
+            warning: self.warning,
+        }
+    }
+}
+
+/// Every loader's body: decodes `source` through a [`ToRate`] keeping `keep` at `rate` Hz under
+/// `bounds`.
+fn convert(
+    source: Box<dyn symphonia::core::io::MediaSource>,
+    name: &str,
+    bounds: Bounds<'_>,
+    keep: Keep,
+    rate: u32,
+) -> Result<Converted> {
+    let mut sink = ToRate::keeping(name, bounds, keep).at(rate)?;
     let warning = container::decode(source, name, &mut sink)?;
-    Ok(Loaded {
-        samples: sink.finish()?,
+    Ok(Converted {
+        outputs: sink.finish_all()?,
         warning,
     })
 }
@@ -336,10 +362,6 @@ struct ToRate<'a, 'b> {
 }
 
 impl<'a, 'b> ToRate<'a, 'b> {
-    fn new(name: &'a str, bounds: Bounds<'b>) -> Self {
-        Self::keeping(name, bounds, Keep::Mix)
-    }
-
     fn keeping(name: &'a str, bounds: Bounds<'b>, keep: Keep) -> Self {
         Self {
             name,
@@ -404,11 +426,6 @@ impl<'a, 'b> ToRate<'a, 'b> {
         self.report(before)?;
         self.out.iter_mut().for_each(|c| c.shrink_to_fit());
         Ok(self.out)
-    }
-
-    /// The one output of [`Keep::Mix`] or [`Keep::One`] (empty when nothing was decoded).
-    fn finish(self) -> Result<Vec<f32>> {
-        Ok(self.finish_all()?.pop().unwrap_or_default())
     }
 }
 
