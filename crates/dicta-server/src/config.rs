@@ -199,6 +199,17 @@ impl ServerConfig {
     pub fn request_timeout(&self) -> Duration {
         Duration::from_secs_f64(self.request_timeout_s)
     }
+
+    /// What an HTTP request past [`Self::request_timeout`] is told.
+    pub(crate) fn request_timeout_error(&self) -> dicta_core::Error {
+        dicta_core::Error::new(
+            dicta_core::ErrorKind::Timeout,
+            format!(
+                "request_timeout_s is {}, and the request took longer; its work was dropped",
+                self.request_timeout_s
+            ),
+        )
+    }
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ use axum::middleware::{from_fn_with_state, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use dicta_core::{Error, ErrorKind};
+use dicta_core::Error;
 use tracing::Instrument as _;
 
 use crate::backend::Backend;
@@ -161,13 +161,7 @@ async fn request_context(State(s): State<Shared>, mut req: Request, next: Next) 
         match tokio::time::timeout(limit, next.run(req).instrument(span.clone())).await {
             Ok(response) => response,
             Err(_) => {
-                let e = Error::new(
-                    ErrorKind::Timeout,
-                    format!(
-                    "request_timeout_s is {}, and the request took longer; its work was dropped",
-                    s.cfg.request_timeout_s
-                ),
-                );
+                let e = s.cfg.request_timeout_error();
                 span.in_scope(|| ApiError::from(e).into_response())
             }
         };

@@ -20,7 +20,7 @@ use std::pin::Pin;
 
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
-use dicta_core::{Error, ErrorKind, Result, Segment};
+use dicta_core::{Error, Result, Segment};
 use serde_json::{json, Value};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
@@ -44,30 +44,42 @@ struct State {
     queue: VecDeque<Value>,
     /// `request_timeout_s` from the start of the request.
     deadline: tokio::time::Instant,
-    /// Its value, for the message.
-    timeout_s: f64,
+    /// What the client is told when it passes.
+    timeout: Error,
     /// `diarized_json`: segment events with speakers, labelled as the whole answer labels them.
     diarized: Option<crate::format::SpeakerLetters>,
 }
 
 impl State {
+    /// An `error` event: the WebSocket stream's error message, the same JSON.
     fn error(&mut self, e: &Error) {
-        self.queue.push_back(
-            json!({"type": "error", "error": {"type": e.kind.as_str(), "message": e.message}}),
-        );
+        let message = crate::stream::protocol::ServerMessage::error(e);
+        self.queue
+            .push_back(serde_json::to_value(message).unwrap_or(Value::Null));
     }
 
-    /// The deadline passed: the work is dropped (its future, which cancels it) and the client
-    /// told why.
-    fn timed_out(&mut self) {
-        self.run = None;
-        self.error(&Error::new(
-            ErrorKind::Timeout,
-            format!(
-                "request_timeout_s is {}, and the request took longer; its work was dropped",
-                self.timeout_s
-            ),
-        ));
+    /// Waits for what the request does next: segments (queued as deltas) or the deadline (the
+    /// work dropped, which cancels it, and a `timeout` event) give `None`; its answer is
+    /// returned. `None` at once when it has answered.
+    async fn next_step(&mut self) -> Option<Result<TranscribeOutcome>> {
+        let run = self.run.as_mut()?;
+        tokio::select! {
+            biased;
+            Some(segments) = self.segments.recv() => {
+                self.deltas(&segments);
+                None
+            }
+            out = run => {
+                self.run = None;
+                Some(out)
+            }
+            _ = tokio::time::sleep_until(self.deadline) => {
+                self.run = None;
+                let timeout = self.timeout.clone();
+                self.error(&timeout);
+                None
+            }
+        }
     }
 
     fn deltas(&mut self, segments: &[Segment]) {
@@ -111,8 +123,7 @@ impl State {
         });
         match transcript {
             Ok(t) => {
-                let rest = t.segments.get(self.sent..).unwrap_or_default().to_vec();
-                self.deltas(&rest);
+                self.deltas(t.segments.get(self.sent..).unwrap_or_default());
                 self.queue
                     .push_back(json!({"type": "transcript.text.done", "text": t.text.trim()}));
             }
@@ -143,7 +154,7 @@ pub(crate) async fn events(
         segments: Some(sink),
     };
     let deadline = tokio::time::Instant::now() + s.cfg.request_timeout();
-    let timeout_s = s.cfg.request_timeout_s;
+    let timeout = s.cfg.request_timeout_error();
     let run: Run = Box::pin(async move { s.pipeline.run(request).await });
     let mut state = State {
         run: Some(run),
@@ -151,23 +162,18 @@ pub(crate) async fn events(
         sent: 0,
         queue: VecDeque::new(),
         deadline,
-        timeout_s,
+        timeout,
         diarized: diarized.then(crate::format::SpeakerLetters::default),
     };
     // Wait for the first segments (or the answer) before choosing the response: an error that
-    // comes first is an ordinary HTTP error.
-    let run = state.run.as_mut().expect("set above");
-    tokio::select! {
-        biased;
-        Some(segments) = state.segments.recv() => state.deltas(&segments),
-        out = run => {
-            state.run = None;
-            let out = out?;
-            if let Some(Err(e)) = out.results.first() {
-                return Err(e.clone().into());
-            }
-            state.finish(Ok(out));
+    // comes first is an ordinary HTTP error. (The server's own timeout, started earlier, ends
+    // this wait before the deadline here can.)
+    if let Some(out) = state.next_step().await {
+        let out = out?;
+        if let Some(Err(e)) = out.results.first() {
+            return Err(e.clone().into());
         }
+        state.finish(Ok(out));
     }
     let stream = futures_util::stream::unfold(state, |mut st| async move {
         loop {
@@ -175,15 +181,9 @@ pub(crate) async fn events(
                 let event = Event::default().data(v.to_string());
                 return Some((Ok::<_, Infallible>(event), st));
             }
-            let run = st.run.as_mut()?;
-            tokio::select! {
-                biased;
-                Some(segments) = st.segments.recv() => st.deltas(&segments),
-                out = run => {
-                    st.run = None;
-                    st.finish(out);
-                }
-                _ = tokio::time::sleep_until(st.deadline) => st.timed_out(),
+            st.run.as_ref()?;
+            if let Some(out) = st.next_step().await {
+                st.finish(out);
             }
         }
     });
