@@ -4,14 +4,17 @@
 `transcript.text.done`; the deltas put together are the done text, which is the plain (json)
 request's text; the first delta comes while the backend is still decoding the recording's
 later windows (the server's `dicta_backend_seconds_count` has not moved yet when it arrives, and
-moves by one by the end); errors before any text are ordinary 400s. Exits non-zero on the first
-failed check.
+moves by one by the end); the request's `dicta_http_requests_total` and duration are recorded
+when the last event has gone out, not with the headers, and a client that leaves mid-stream is
+counted in `dicta_client_disconnects_total`; errors before any text are ordinary 400s. Exits
+non-zero on the first failed check.
 """
 
 import argparse
 import io
 import re
 import sys
+import time
 import urllib.request
 import wave
 
@@ -26,10 +29,35 @@ def check(cond, what):
     print(f"ok: {what.splitlines()[0][:150]}")
 
 
-def backend_calls(base):
+def metric(base, pattern):
     text = urllib.request.urlopen(f"{base}/metrics").read().decode()
-    m = re.search(r"^dicta_backend_seconds_count (\d+)", text, re.M)
-    return int(m.group(1)) if m else 0
+    m = re.search(pattern, text, re.M)
+    return float(m.group(1)) if m else 0
+
+
+def backend_calls(base):
+    return metric(base, r"^dicta_backend_seconds_count (\S+)")
+
+
+def route_done(base):
+    """Answered requests of the transcription route (status 200) so far."""
+    return metric(base, r'^dicta_http_requests_total\{route="/v1/audio/transcriptions",status="200"\} (\S+)')
+
+
+def disconnects(base):
+    return metric(base, r"^dicta_client_disconnects_total (\S+)")
+
+
+def eventually(what, fn, want, seconds=5.0):
+    """`fn()` == `want` within `seconds` (the server records a stream's end just after its last
+    event leaves, so a client can read the metrics a moment before)."""
+    end = time.monotonic() + seconds
+    while True:
+        got = fn()
+        if got == want or time.monotonic() > end:
+            check(got == want, f"{what} ({got} == {want})")
+            return
+        time.sleep(0.05)
 
 
 def main():
@@ -44,13 +72,15 @@ def main():
         plain = client.audio.transcriptions.create(model="whisper-1", file=f).text
 
     before = backend_calls(a.base)
-    deltas, done, at_first = [], None, None
+    answered = route_done(a.base)
+    deltas, done, at_first, answered_at_first = [], None, None, None
     with open(a.audio, "rb") as f:
         for ev in client.audio.transcriptions.create(model="whisper-1", file=f, stream=True):
             if ev.type == "transcript.text.delta":
                 check(done is None, "no delta after done")
                 if at_first is None:
                     at_first = backend_calls(a.base)
+                    answered_at_first = route_done(a.base)
                 deltas.append(ev.delta)
             else:
                 check(ev.type == "transcript.text.done" and done is None, f"one done event ({ev.type})")
@@ -60,6 +90,18 @@ def main():
     check(done == plain, f"streamed text == plain request's text\n{done!r}\n{plain!r}")
     check(at_first == before, f"first delta before the backend answered (backend calls {before} -> {at_first})")
     check(backend_calls(a.base) == before + 1, "one backend call for the request")
+    check(answered_at_first == answered, "the request is not counted as answered at its first event")
+    eventually("the request is counted once its last event is out", lambda: route_done(a.base), answered + 1)
+
+    # A client that leaves after the first delta: counted as a disconnect, not as answered.
+    gone = disconnects(a.base)
+    with open(a.audio, "rb") as f:
+        stream = client.audio.transcriptions.create(model="whisper-1", file=f, stream=True)
+        first = next(iter(stream))
+        check(first.type == "transcript.text.delta", "a first delta before leaving")
+        stream.close()
+    eventually("a client leaving mid-stream is a disconnect", lambda: disconnects(a.base), gone + 1)
+    check(route_done(a.base) == answered + 1, "and not an answered request")
 
     try:
         client.audio.transcriptions.create(model="whisper-1", file=("bad.wav", b"RIFF\x10\x00\x00\x00WAVEjunk"), stream=True)

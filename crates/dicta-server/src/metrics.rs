@@ -94,7 +94,7 @@ impl Metrics {
             Family::new_with_constructor(|| Histogram::new(exponential_buckets(0.005, 2.0, 16)));
         registry.register(
             "http_request_duration_seconds",
-            "Seconds from request start to response, by route",
+            "Seconds from request start to response (to the last event for server-sent events), by route",
             latency.clone(),
         );
         let queue_depth = Gauge::default();

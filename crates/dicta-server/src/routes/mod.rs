@@ -178,14 +178,101 @@ async fn request_context(State(s): State<Shared>, mut req: Request, next: Next) 
         });
     }
     in_flight.answered = true;
-    let seconds = started.elapsed().as_secs_f64();
-    let status = response.status().as_u16();
-    s.metrics.observe_request(&route, status, seconds);
-    span.in_scope(|| tracing::info!(status, seconds, "request finished"));
     if let Ok(v) = HeaderValue::from_str(&id) {
         response.headers_mut().insert("x-request-id", v);
     }
+    let finish = Finish {
+        metrics: s.metrics.clone(),
+        span,
+        route,
+        status: response.status().as_u16(),
+        started,
+    };
+    if is_event_stream(&response) {
+        // Server-sent events: the request lasts until the last event, not the headers.
+        return response.map(|body| axum::body::Body::new(EventStreamBody::new(body, finish)));
+    }
+    finish.record();
     response
+}
+
+fn is_event_stream(response: &Response) -> bool {
+    response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"))
+}
+
+/// What a request's end records: its latency and count, and the "request finished" log line.
+struct Finish {
+    metrics: Arc<Metrics>,
+    span: tracing::Span,
+    route: String,
+    status: u16,
+    started: Instant,
+}
+
+impl Finish {
+    fn record(&self) {
+        let (status, seconds) = (self.status, self.started.elapsed().as_secs_f64());
+        self.metrics.observe_request(&self.route, status, seconds);
+        self.span
+            .in_scope(|| tracing::info!(status, seconds, "request finished"));
+    }
+}
+
+/// An event stream's body that records its request when the last event has gone out, or, when
+/// the client leaves first (the body is dropped unfinished), counts a disconnect.
+struct EventStreamBody {
+    inner: axum::body::Body,
+    finish: Option<Finish>,
+}
+
+impl EventStreamBody {
+    fn new(inner: axum::body::Body, finish: Finish) -> Self {
+        Self {
+            inner,
+            finish: Some(finish),
+        }
+    }
+}
+
+impl http_body::Body for EventStreamBody {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        let polled = std::pin::Pin::new(&mut self.inner).poll_frame(cx);
+        if let std::task::Poll::Ready(None | Some(Err(_))) = polled {
+            if let Some(f) = self.finish.take() {
+                f.record();
+            }
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Drop for EventStreamBody {
+    fn drop(&mut self) {
+        if let Some(f) = self.finish.take() {
+            f.metrics.disconnects.inc();
+            f.span.in_scope(|| {
+                tracing::info!("client went away before the last event; work dropped")
+            });
+        }
+    }
 }
 
 /// API key check, then the declared body size (before any of the body is used).
