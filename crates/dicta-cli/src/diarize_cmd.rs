@@ -2,7 +2,6 @@
 //! RTTM or JSON; and the speaker flags shared with `dicta transcribe --diarize`.
 
 use std::fs;
-use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
@@ -178,10 +177,7 @@ pub fn run(args: &DiarizeArgs, g: &Globals) -> Result<u8> {
             s
         }
     };
-    match &args.output {
-        Some(p) => fs::write(p, body).with_context(|| format!("cannot write {}", p.display()))?,
-        None => std::io::stdout().lock().write_all(body.as_bytes())?,
-    }
+    crate::write_output(args.output.as_deref(), &body)?;
     Ok(if failed > 0 { 1 } else { 0 })
 }
 

@@ -62,6 +62,17 @@ pub struct Globals {
     pub python: String,
 }
 
+/// Writes a command's formatted results to `--output PATH`, or to standard output when there is
+/// none or it is `-` (the usual spelling of standard output).
+pub(crate) fn write_output(path: Option<&std::path::Path>, body: &str) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    use std::io::Write as _;
+    match path.filter(|p| *p != std::path::Path::new("-")) {
+        Some(p) => std::fs::write(p, body).with_context(|| format!("cannot write {}", p.display())),
+        None => Ok(std::io::stdout().lock().write_all(body.as_bytes())?),
+    }
+}
+
 fn default_home() -> PathBuf {
     std::env::var_os("HOME")
         .map(PathBuf::from)

@@ -1,8 +1,6 @@
 //! `dicta vad`: speech segments of audio files (Silero VAD with faster-whisper's rules), and the
 //! VAD flags shared with `dicta transcribe --vad-filter` and `dicta serve`.
 
-use std::fs;
-use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
@@ -108,10 +106,7 @@ pub fn run(args: &VadCmdArgs, g: &Globals) -> Result<u8> {
         .collect();
     let mut body = serde_json::to_string_pretty(&json!({ "results": out }))?;
     body.push('\n');
-    match &args.output {
-        Some(p) => fs::write(p, body).with_context(|| format!("cannot write {}", p.display()))?,
-        None => std::io::stdout().lock().write_all(body.as_bytes())?,
-    }
+    crate::write_output(args.output.as_deref(), &body)?;
     Ok(if failed > 0 { 1 } else { 0 })
 }
 

@@ -167,3 +167,34 @@ fn print_segments_with_output_to_stdout_is_a_usage_error() {
     assert!(err.contains("--print-segments"), "{err}");
     assert!(out.stdout.is_empty());
 }
+
+#[test]
+fn output_dash_is_standard_output() {
+    // `--output -` prints the results (it once wrote a file named "-" in the working directory).
+    let jfk = audio("openai_whisper/jfk.16k.wav");
+    let model = ctc_model();
+    let cwd = std::env::temp_dir().join(format!("dicta-output-dash-{}", std::process::id()));
+    std::fs::create_dir_all(&cwd).unwrap();
+    let run = |output: &[&str]| {
+        let home = cwd.join("home");
+        let mut args = vec!["transcribe", "--model", model.to_str().unwrap(), &jfk];
+        args.extend_from_slice(output);
+        let out = Command::new(env!("CARGO_BIN_EXE_dicta"))
+            .current_dir(&cwd)
+            .env("DICTA_HOME", &home)
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        out.stdout
+    };
+    let dash = run(&["--output", "-"]);
+    let plain = run(&[]);
+    let v: serde_json::Value = serde_json::from_slice(&dash).expect("JSON results on stdout");
+    assert_eq!(v["results"][0]["id"].as_str(), Some(jfk.as_str()));
+    // The same results as without --output (the stats' timings aside).
+    let results = |b: &[u8]| serde_json::from_slice::<serde_json::Value>(b).unwrap()["results"].clone();
+    assert_eq!(results(&dash), results(&plain));
+    assert!(!cwd.join("-").exists(), "no file named '-'");
+    std::fs::remove_dir_all(&cwd).ok();
+}
