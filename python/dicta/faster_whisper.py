@@ -350,7 +350,7 @@ class WhisperModel:
             duration=duration if duration is not None else 0.0,
             duration_after_vad=duration if duration is not None else 0.0,
             all_language_probs=[(c, p) for c, p in language[2]] if language[2] else None,
-            transcription_options=types.SimpleNamespace(**opts),
+            transcription_options=types.SimpleNamespace(**{k: v for k, v in opts.items() if k in _DEFAULTS}),
             vad_options=opts["vad_parameters"] if opts["vad_filter"] else None,
         )
         space = "" if info.language in _NO_SPACES else " "
@@ -477,9 +477,14 @@ class _Progress:
 
 class BatchedInferencePipeline:
     """faster-whisper's ``BatchedInferencePipeline`` over a :class:`WhisperModel`, with its
-    defaults (``vad_filter=True``, ``without_timestamps=True``, no previous-text prompt).
-    Dicta batches the windows of a recording, and of calls made at the same time, in its own
-    engine; ``batch_size`` is checked and otherwise left to it."""
+    defaults (``vad_filter=True``, ``without_timestamps=True``; ``vad_parameters`` default to
+    ``min_silence_duration_ms=160`` and ``max_speech_duration_s=30``, and a dict of them gets
+    ``max_speech_duration_s=30``) and the settings it imposes whatever is passed: no
+    previous-text prompt, the ``initial_prompt`` (tokenized as given) the prompt of every
+    window, the first ``temperature`` only (no fallback), ``max_initial_timestamp=0``, no
+    ``hallucination_silence_threshold``. Dicta batches the windows of a recording, and of calls
+    made at the same time, in its own engine; ``batch_size`` is checked and otherwise left to
+    it."""
 
     def __init__(self, model: WhisperModel) -> None:
         self.model = model
@@ -497,9 +502,21 @@ class BatchedInferencePipeline:
         """As :meth:`WhisperModel.transcribe`, with the batched pipeline's defaults."""
         if not isinstance(batch_size, int) or batch_size < 1:
             raise errors.InvalidInput(f"batch_size must be an int >= 1, got {batch_size!r}")
-        batched = dict(vad_filter=True, without_timestamps=True, condition_on_previous_text=False)
-        return self.model._transcribe(audio, dict(language=language, task=task, **options), chunk_length, batched,
-                                      log_progress)
+        batched = dict(vad_filter=True, without_timestamps=True, prompt_every_window=True)
+        options = dict(language=language, task=task, **options)
+        # What faster-whisper's batched pipeline sets whatever it is given.
+        temperature = options.get("temperature", _DEFAULTS["temperature"])
+        if isinstance(temperature, (list, tuple)):
+            options["temperature"] = list(temperature[:1])
+        options.update(condition_on_previous_text=False, prompt_reset_on_temperature=0.5,
+                       max_initial_timestamp=0.0, hallucination_silence_threshold=None)
+        chunk = chunk_length or 30
+        vad = options.get("vad_parameters")
+        if vad is None:
+            options["vad_parameters"] = dict(max_speech_duration_s=chunk, min_silence_duration_ms=160)
+        elif isinstance(vad, dict):
+            options["vad_parameters"] = dict(vad, max_speech_duration_s=chunk)
+        return self.model._transcribe(audio, options, chunk_length, batched, log_progress)
 
 
 def decode_audio(input_file: Union[str, "os.PathLike[str]", BinaryIO], sampling_rate: int = 16000,

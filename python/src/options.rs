@@ -22,6 +22,7 @@ pub(crate) const DECODE_OPTIONS: &[&str] = &[
     "condition_on_previous_text",
     "prompt_reset_on_temperature",
     "initial_prompt",
+    "prompt_every_window",
     "hotwords",
     "prefix",
     "repetition_penalty",
@@ -157,6 +158,7 @@ pub(crate) fn decode_options(
                     ),
                 }
             }
+            "prompt_every_window" => o.prompt_every_window = get(key, v, "a bool")?,
             "hotwords" => o.hotwords = get(key, v, "a str or None")?,
             "prefix" => o.prefix = get(key, v, "a str or None")?,
             "multilingual" => o.multilingual = get(key, v, "a bool")?,

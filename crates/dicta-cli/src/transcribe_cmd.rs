@@ -1,7 +1,6 @@
 //! `dicta transcribe`: one-shot transcription of files, no server needed.
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
@@ -202,6 +201,10 @@ pub struct TranscribeArgs {
     /// Do not feed the previous window's text as a prompt.
     #[arg(long)]
     pub no_condition_on_previous_text: bool,
+    /// Whisper: the initial prompt is every window's prompt, tokenized as given (faster-whisper's
+    /// BatchedInferencePipeline); needs --no-condition-on-previous-text.
+    #[arg(long, requires = "no_condition_on_previous_text")]
+    pub prompt_every_window: bool,
     /// Decode without timestamps (one segment per window).
     #[arg(long)]
     pub without_timestamps: bool,
@@ -280,6 +283,7 @@ pub fn run(args: &TranscribeArgs, g: &Globals) -> Result<u8> {
         temperatures: args.temperature.clone(),
         condition_on_previous_text: !args.no_condition_on_previous_text,
         initial_prompt: args.initial_prompt.clone(),
+        prompt_every_window: args.prompt_every_window,
         without_timestamps: args.without_timestamps,
         word_timestamps: args.word_timestamps,
         language: args.language.clone(),
@@ -590,18 +594,11 @@ fn write_results(
             s
         }
     };
-    match &args.output {
-        Some(path) => {
-            fs::write(path, body).with_context(|| format!("cannot write {}", path.display()))
-        }
+    if args.output.is_none() && args.print_segments {
         // Standard output carries the printed segments only.
-        None if args.print_segments => Ok(()),
-        None => {
-            let mut out = std::io::stdout().lock();
-            out.write_all(body.as_bytes())?;
-            Ok(())
-        }
+        return Ok(());
     }
+    crate::write_output(args.output.as_deref(), &body)
 }
 
 /// Parses `--compute-type` (default | float32 | int8).

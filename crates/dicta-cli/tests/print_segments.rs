@@ -185,7 +185,11 @@ fn output_dash_is_standard_output() {
             .args(&args)
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         out.stdout
     };
     let dash = run(&["--output", "-"]);
@@ -193,7 +197,8 @@ fn output_dash_is_standard_output() {
     let v: serde_json::Value = serde_json::from_slice(&dash).expect("JSON results on stdout");
     assert_eq!(v["results"][0]["id"].as_str(), Some(jfk.as_str()));
     // The same results as without --output (the stats' timings aside).
-    let results = |b: &[u8]| serde_json::from_slice::<serde_json::Value>(b).unwrap()["results"].clone();
+    let results =
+        |b: &[u8]| serde_json::from_slice::<serde_json::Value>(b).unwrap()["results"].clone();
     assert_eq!(results(&dash), results(&plain));
     assert!(!cwd.join("-").exists(), "no file named '-'");
     std::fs::remove_dir_all(&cwd).ok();

@@ -367,3 +367,68 @@ fn opts_en() -> DecodeOptions {
         ..DecodeOptions::default()
     }
 }
+
+/// `prompt_every_window` (faster-whisper's batched pipeline): every window starts from the
+/// initial prompt alone, so each window of a recording decodes exactly as the first window of
+/// a run that starts at its seek (a clip from there, where the initial prompt is the first
+/// window's prompt anyway); without the option the later windows differ; and it is refused
+/// together with previous-text conditioning.
+#[test]
+fn prompt_every_window_decodes_each_window_as_a_first_window() {
+    let Some(model) = load_int8() else { return };
+    let tr = WhisperTranscriber::new(&model).unwrap();
+    let (audio, _) = recording(&["mfa/"], 0, 70.0);
+    // A leading space and nothing to trim: tokenized as given or as `" " + trim`, the same tokens.
+    let prompt = " hello, um, this is, uh, all lowercase, no caps at all, you know";
+    let first_only = DecodeOptions {
+        condition_on_previous_text: false,
+        initial_prompt: Some(prompt.into()),
+        ..opts()
+    };
+    let every = DecodeOptions {
+        prompt_every_window: true,
+        ..first_only.clone()
+    };
+    let run = |o: &DecodeOptions| {
+        let out = tr
+            .transcribe(&[&audio], o, LongFormMode::Sequential, 8)
+            .unwrap();
+        out.transcripts.into_iter().next().unwrap().unwrap()
+    };
+    let window = |t: &dicta_core::Transcript, seek: u32| {
+        t.segments
+            .iter()
+            .filter(|s| s.seek == Some(seek))
+            .map(|s| (s.start, s.end, s.tokens.clone()))
+            .collect::<Vec<_>>()
+    };
+    let all = run(&every);
+    let mut seeks: Vec<u32> = all.segments.iter().filter_map(|s| s.seek).collect();
+    seeks.dedup();
+    assert!(seeks.len() >= 3, "{seeks:?}");
+    for &seek in &seeks[1..] {
+        // A quarter frame past the seek: the clip starts at that frame however seconds round.
+        let from_here = run(&DecodeOptions {
+            clip_timestamps: vec![(f64::from(seek) + 0.25) / 100.0],
+            ..first_only.clone()
+        });
+        assert_eq!(
+            window(&all, seek),
+            window(&from_here, seek),
+            "window at {seek}"
+        );
+    }
+    assert_ne!(timed_tokens(&all), timed_tokens(&run(&first_only)));
+    let e = tr
+        .transcribe(
+            &[&audio],
+            &DecodeOptions {
+                condition_on_previous_text: true,
+                ..every.clone()
+            },
+            LongFormMode::Sequential,
+            8,
+        )
+        .unwrap_err();
+    assert!(e.message.contains("prompt_every_window"), "{e}");
+}

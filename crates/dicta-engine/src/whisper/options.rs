@@ -78,6 +78,11 @@ pub struct DecodeOptions {
     /// `initial_prompt` as an `Iterable[int]`: no leading space added, nothing trimmed). Not
     /// together with `initial_prompt`; Whisper models only; each id below the vocabulary size.
     pub initial_prompt_tokens: Option<Vec<u32>>,
+    /// The initial prompt is the previous-text prompt of every window, not only the first
+    /// (faster-whisper's `BatchedInferencePipeline`, whose windows each start from it). A text
+    /// prompt is then tokenized as given, as that pipeline does (no leading space added, nothing
+    /// trimmed). Needs `condition_on_previous_text` off: no window's prompt holds decoded text.
+    pub prompt_every_window: bool,
     /// Words to bias every window towards (names, jargon; faster-whisper's `hotwords`): put in
     /// front of each window's previous text, after `<|startofprev|>` (up to 223 tokens).
     pub hotwords: Option<String>,
@@ -212,6 +217,7 @@ impl Default for DecodeOptions {
             prompt_reset_on_temperature: 0.5,
             initial_prompt: None,
             initial_prompt_tokens: None,
+            prompt_every_window: false,
             hotwords: None,
             prefix: None,
             without_timestamps: false,
@@ -264,6 +270,12 @@ impl DecodeOptions {
         if self.initial_prompt.is_some() && self.initial_prompt_tokens.is_some() {
             return Err(Error::invalid_input(
                 "initial_prompt is given both as text and as token ids; give one",
+            ));
+        }
+        if self.prompt_every_window && self.condition_on_previous_text {
+            return Err(Error::invalid_input(
+                "prompt_every_window needs condition_on_previous_text off (every window's prompt \
+                 is the initial prompt alone)",
             ));
         }
         if self.best_of == 0 {

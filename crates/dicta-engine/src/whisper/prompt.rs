@@ -36,6 +36,18 @@ impl WhisperTranscriber<'_> {
         }
     }
 
+    /// `DecodeOptions::initial_prompt` with `prompt_every_window`: tokenized as given, as
+    /// faster-whisper's batched pipeline does (`tokenizer.encode(initial_prompt)`).
+    pub(super) fn every_window_prompt(&self, prompt: Option<&str>) -> Result<Vec<u32>> {
+        match prompt {
+            Some(p) => self.model.tokenizer.encode(dicta_core::text::prompt_tail(
+                p,
+                dicta_core::text::PROMPT_TAIL_BYTES,
+            )),
+            None => Ok(Vec::new()),
+        }
+    }
+
     /// `DecodeOptions::hotwords` as tokens (faster-whisper's `get_prompt`; blank words are
     /// none).
     pub(super) fn hotwords(&self, hotwords: Option<&str>) -> Result<std::sync::Arc<[u32]>> {

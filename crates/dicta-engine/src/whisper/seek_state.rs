@@ -18,6 +18,8 @@ pub(super) struct SeqState {
     pub(super) seek: usize,
     /// Text tokens decoded so far (after the initial prompt's), for the previous-text prompt.
     pub(super) all_tokens: Vec<u32>,
+    /// How many of `all_tokens` are the initial prompt's (its first ones).
+    pub(super) prompt_len: usize,
     /// The previous-text prompt takes `all_tokens` from here on.
     pub(super) prompt_reset_since: usize,
     /// `<|startoftranscript|>`, language and task tokens of the recording.

@@ -319,15 +319,18 @@ impl<'m> WhisperTranscriber<'m> {
                 .filter(|d| !d.is_empty())
                 .map(|d| std::sync::Arc::from(*d));
             for (start, end) in lanes {
+                let all_tokens = match prompt_ids {
+                    Some(ids) => ids.to_vec(),
+                    None if opts.prompt_every_window => self.every_window_prompt(initial_prompt)?,
+                    None => self.initial_prompt(initial_prompt)?,
+                };
                 let mut st = SeqState {
                     input: i,
                     mel: mel.clone(),
                     content_frames: end,
                     seek: start,
-                    all_tokens: match prompt_ids {
-                        Some(ids) => ids.to_vec(),
-                        None => self.initial_prompt(initial_prompt)?,
-                    },
+                    prompt_len: all_tokens.len(),
+                    all_tokens,
                     prompt_reset_since: 0,
                     sot_seq: sot_seq.clone(),
                     hotwords: hotwords.clone(),
@@ -466,14 +469,14 @@ impl<'m> WhisperTranscriber<'m> {
             Vec::new()
         };
         let hotwords: &[u32] = if forced.is_empty() { &st.hotwords } else { &[] };
+        let previous = if opts.prompt_every_window {
+            &st.all_tokens[..st.prompt_len]
+        } else {
+            &st.all_tokens[st.prompt_reset_since..]
+        };
         WindowJob {
             mel,
-            prompt: self.prompt(
-                hotwords,
-                &st.all_tokens[st.prompt_reset_since..],
-                &st.sot_seq,
-                opts,
-            ),
+            prompt: self.prompt(hotwords, previous, &st.sot_seq, opts),
             forced,
             seed_key: st.seek as u64,
             draft: st.draft.clone(),
