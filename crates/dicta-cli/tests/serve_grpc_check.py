@@ -81,6 +81,36 @@ def g711_and_stereo(asr, a, frames, rate, text):
         check(word_errors(a.expect16, t) <= 3, f"Recognize({name} 8 kHz) ≈ HTTP text\n{t!r}")
 
 
+def automatic_punctuation(asr, a, frames, rate):
+    """enable_automatic_punctuation: Whisper's own text with it; without it (the field's and the
+    client's default) the same words in lower case without punctuation, in transcripts, word
+    offsets and streamed finals alike, as Riva's models write before its punctuation model."""
+    def cfg(punctuate):
+        return riva.client.RecognitionConfig(encoding=riva.client.AudioEncoding.LINEAR_PCM, sample_rate_hertz=rate,
+                                             language_code="en-US", enable_word_time_offsets=True,
+                                             enable_automatic_punctuation=punctuate)
+    bare = re.compile(r"[a-z0-9' ]*")
+    punctuated = asr.offline_recognize(frames, cfg(True))
+    plain = asr.offline_recognize(frames, cfg(False))
+    p, u = offline_text(punctuated), offline_text(plain)
+    check(p == a.expect22, f"with enable_automatic_punctuation: the CLI's text\n{p!r}")
+    check(re.search(r"[A-Z,.]", p) and bare.fullmatch(u) and words(u) == words(p),
+          f"without it: the same words, lower case, no punctuation\n{u!r}\n{p!r}")
+    for r in plain.results:
+        alt = r.alternatives[0]
+        check(" ".join(w.word for w in alt.words) == alt.transcript, f"its words make its transcript: {alt.transcript!r}")
+
+    def streamed(punctuate):
+        scfg = riva.client.StreamingRecognitionConfig(config=cfg(punctuate), interim_results=True)
+        chunks = [frames[i:i + 4410] for i in range(0, len(frames), 4410)]
+        rs = [r for resp in asr.streaming_response_generator(audio_chunks=iter(chunks), streaming_config=scfg)
+              for r in resp.results]
+        return [r.alternatives[0].transcript for r in rs]
+    s_plain, s_punct = streamed(False), streamed(True)
+    check(s_plain and all(bare.fullmatch(t) for t in s_plain), f"streamed results without it are bare: {s_plain[-2:]!r}")
+    check(any(re.search(r"[A-Z,.]", t) for t in s_punct), f"streamed results with it keep Whisper's: {s_punct[-2:]!r}")
+
+
 def separate_channels(asr, a):
     """enable_separate_recognition_per_channel: each channel of a stereo recording (a different
     utterance on each) recognized on its own, from the WAV file's bytes and from its raw
@@ -98,12 +128,13 @@ def separate_channels(asr, a):
         return {k: " ".join(v) for k, v in out.items()}
 
     want = {1: a.expect_left, 2: a.expect_right}
-    cfg = riva.client.RecognitionConfig(language_code="en-US", enable_separate_recognition_per_channel=True)
+    cfg = riva.client.RecognitionConfig(language_code="en-US", enable_separate_recognition_per_channel=True,
+                                        enable_automatic_punctuation=True)
     got = per_channel(asr.offline_recognize(data, cfg))
     check(got == want, f"Recognize(stereo WAV file) per channel == the CLI's --channels split\n{got!r}\n{want!r}")
     raw = riva.client.RecognitionConfig(encoding=riva.client.AudioEncoding.LINEAR_PCM, sample_rate_hertz=rate,
                                         audio_channel_count=n, language_code="en-US",
-                                        enable_separate_recognition_per_channel=True)
+                                        enable_separate_recognition_per_channel=True, enable_automatic_punctuation=True)
     got = per_channel(asr.offline_recognize(frames, raw))
     check(got == want, f"Recognize(raw interleaved stereo) per channel == the CLI's --channels split\n{got!r}")
     raw.enable_separate_recognition_per_channel = False
@@ -201,7 +232,8 @@ def boosting_and_custom_configuration(asr, a, frames, rate):
     CLI's texts for --hotwords and the same decoding flags; bad ones are refused by name."""
 
     def raw_cfg():
-        return riva.client.RecognitionConfig(encoding=riva.client.AudioEncoding.LINEAR_PCM, sample_rate_hertz=rate, language_code="en-US")
+        return riva.client.RecognitionConfig(encoding=riva.client.AudioEncoding.LINEAR_PCM, sample_rate_hertz=rate,
+                                             language_code="en-US", enable_automatic_punctuation=True)
 
     phrases = [p.strip() for p in a.phrases.split(",")]
     cfg = raw_cfg()
@@ -325,6 +357,7 @@ def main():
     check(word_errors(a.expect22, text) == 0, f"Recognize(raw 22.05 kHz PCM) == the CLI's text\n{text!r}\n{a.expect22!r}")
 
     boosting_and_custom_configuration(asr, a, frames, rate)
+    automatic_punctuation(asr, a, frames, rate)
     separate_channels(asr, a)
     endpointing(asr, a)
     profanity_filter(asr, a)

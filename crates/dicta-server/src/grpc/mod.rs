@@ -10,6 +10,8 @@
 //!   with `interim_results`) and finals, word offsets with `enable_word_time_offsets`. Takes one
 //!   of the `max_streams` slots, as a WebSocket stream does.
 //! - `GetRivaSpeechRecognitionConfig`: the resident models.
+//! - Both recognize calls write their text as the config asks (`enable_automatic_punctuation`,
+//!   `profanity_filter`: [`text_rules`]).
 //!
 //! With an API key, every ASR call needs the metadata `authorization: Bearer <key>` (health
 //! probes do not). Errors carry the gRPC code of [`crate::error::grpc_code_for`] and the
@@ -19,6 +21,7 @@ mod convert;
 mod profanity;
 mod recognize;
 mod streaming;
+mod text_rules;
 
 use std::sync::Arc;
 

@@ -64,11 +64,12 @@ impl RivaSpeechRecognition for RivaAsr {
             .unwrap_or_else(|| Err(Error::internal("no result for the input")))
             .map_err(status)?;
         let mut results = convert::recognize_results(&transcript, words);
-        if config.profanity_filter {
-            for a in results.iter_mut().flat_map(|r| &mut r.alternatives) {
-                super::profanity::censor_alternative(a);
-            }
+        let rules = super::text_rules::TextRules::of(&config);
+        for a in results.iter_mut().flat_map(|r| &mut r.alternatives) {
+            rules.apply(a);
         }
+        // A result left with no words (a segment of punctuation only) is no result.
+        results.retain(|r| r.alternatives.iter().any(|a| !a.transcript.is_empty()));
         Ok(Response::new(RecognizeResponse {
             results,
             id: req.id,

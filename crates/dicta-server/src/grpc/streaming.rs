@@ -53,8 +53,8 @@ struct Settings {
     interim: bool,
     words: bool,
     language: String,
-    /// `profanity_filter`: results' profane words as `f***`.
-    profanity: bool,
+    /// `enable_automatic_punctuation` and `profanity_filter`.
+    text: super::text_rules::TextRules,
 }
 
 /// Reads the config, admits the call and opens its session; the audio is handled by a task
@@ -124,7 +124,7 @@ pub(crate) async fn start(
         interim: config.interim_results,
         words: rc.enable_word_time_offsets,
         language: language.unwrap_or_default(),
-        profanity: rc.profanity_filter,
+        text: super::text_rules::TextRules::of(&rc),
     };
     let (tx, rx) = mpsc::channel(32);
     let id = first.id;
@@ -356,15 +356,17 @@ impl Call {
         let results: Vec<_> = events
             .iter()
             .filter(|e| s.interim || e.kind == StreamEventKind::Final)
-            .filter(|e| !(e.kind == StreamEventKind::Final && e.text.trim().is_empty()))
             .map(|e| {
                 let mut r = convert::streaming_result(e, s.words, 0.0, self.seconds, &s.language);
-                if s.profanity {
-                    r.alternatives
-                        .iter_mut()
-                        .for_each(super::profanity::censor_alternative);
-                }
+                r.alternatives.iter_mut().for_each(|a| s.text.apply(a));
                 r
+            })
+            // A final with no words (silence, or punctuation only once it is taken out) is none.
+            .filter(|r| {
+                !(r.is_final
+                    && r.alternatives
+                        .iter()
+                        .all(|a| a.transcript.trim().is_empty()))
             })
             .collect();
         if results.is_empty() {
