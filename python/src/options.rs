@@ -41,6 +41,7 @@ pub(crate) const DECODE_OPTIONS: &[&str] = &[
     "multilingual",
     "seed",
     "word_timestamps",
+    "token_logprobs",
     "prepend_punctuations",
     "append_punctuations",
     "vad_filter",
@@ -200,6 +201,7 @@ pub(crate) fn decode_options(
             }
             "seed" => o.seed = get(key, v, "an int >= 0")?,
             "word_timestamps" => o.word_timestamps = get(key, v, "a bool")?,
+            "token_logprobs" => o.token_logprobs = get(key, v, "a bool")?,
             "prepend_punctuations" => o.prepend_punctuations = get(key, v, "a str")?,
             "append_punctuations" => o.append_punctuations = get(key, v, "a str")?,
             "vad_filter" => vad_on = get(key, v, "a bool")?,

@@ -219,6 +219,7 @@ impl EngineBackend {
             o.clip_timestamps = c.seconds().unwrap_or_default();
         }
         o.word_timestamps = r.word_timestamps;
+        o.token_logprobs = r.token_logprobs;
         o.vad = r
             .vad_filter
             .then(|| r.vad_parameters.clone().unwrap_or_default());

@@ -6,8 +6,9 @@ request's text; the first delta comes while the backend is still decoding the re
 later windows (the server's `dicta_backend_seconds_count` has not moved yet when it arrives, and
 moves by one by the end); the request's `dicta_http_requests_total` and duration are recorded
 when the last event has gone out, not with the headers, and a client that leaves mid-stream is
-counted in `dicta_client_disconnects_total`; errors before any text are ordinary 400s. Exits
-non-zero on the first failed check.
+counted in `dicta_client_disconnects_total`; errors before any text are ordinary 400s. With
+`include=["logprobs"]` the answer (plain or streamed: each delta and `done`) carries its tokens'
+log-probabilities, whose bytes spell the text. Exits non-zero on the first failed check.
 """
 
 import argparse
@@ -103,6 +104,8 @@ def main():
     eventually("a client leaving mid-stream is a disconnect", lambda: disconnects(a.base), gone + 1)
     check(route_done(a.base) == answered + 1, "and not an answered request")
 
+    logprobs_check(client, a.audio, plain)
+
     try:
         client.audio.transcriptions.create(model="whisper-1", file=("bad.wav", b"RIFF\x10\x00\x00\x00WAVEjunk"), stream=True)
         check(False, "an undecodable upload with stream=True raises BadRequestError")
@@ -117,6 +120,40 @@ def main():
     if a.timeout_base:
         timeout_check(a)
     print("all stream checks passed")
+
+
+def spelled(logprobs):
+    # The SDK types `bytes` as numbers (floats).
+    return b"".join(bytes(int(b) for b in lp.bytes) for lp in logprobs).decode("utf-8")
+
+
+def logprobs_check(client, audio, plain):
+    """include=["logprobs"]: OpenAI's token entries, plain and streamed; json only."""
+    with open(audio, "rb") as f:
+        t = client.audio.transcriptions.create(model="whisper-1", file=f, include=["logprobs"])
+    check(t.text == plain, "include=logprobs leaves the text as it is")
+    lps = t.logprobs or []
+    check(len(lps) > 20 and all(lp.logprob <= 0 and lp.token for lp in lps),
+          f"{len(lps)} tokens, each with a log-probability <= 0")
+    check(spelled(lps).strip() == t.text, f"their bytes spell the text\n{spelled(lps)!r}")
+    deltas, done = [], None
+    with open(audio, "rb") as f:
+        for ev in client.audio.transcriptions.create(model="whisper-1", file=f, stream=True, include=["logprobs"]):
+            if ev.type == "transcript.text.delta":
+                check(ev.logprobs and spelled(ev.logprobs).strip() == ev.delta.strip(),
+                      f"a delta's logprobs spell it: {ev.delta[:40]!r}")
+                deltas.append(ev)
+            else:
+                done = ev
+    check(done is not None and [(x.token, x.logprob) for x in done.logprobs] == [(x.token, x.logprob) for x in lps],
+          "done carries every token's, as the plain answer")
+    check([x.token for d in deltas for x in d.logprobs] == [x.token for x in lps], "the deltas' together too")
+    try:
+        with open(audio, "rb") as f:
+            client.audio.transcriptions.create(model="whisper-1", file=f, include=["logprobs"], response_format="text")
+        check(False, "include=logprobs with response_format=text raises BadRequestError")
+    except openai.BadRequestError as e:
+        check(e.status_code == 400 and "logprobs" in str(e), "include=logprobs needs json: 400")
 
 
 def timeout_check(a):

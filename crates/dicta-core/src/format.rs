@@ -30,6 +30,10 @@ pub fn result_json(id: &str, audio: &str, r: &Result<Transcript>, verbose: bool)
                             // `--channels split`.
                             v["channel"] = json!(c);
                         }
+                        if !s.token_logprobs.is_empty() {
+                            // Asked for (`token_logprobs`).
+                            v["token_logprobs"] = json!(s.token_logprobs);
+                        }
                         v
                     }
                 })

@@ -21,5 +21,5 @@ pub use clips::ClipTimestamps;
 pub use diarize::DiarizeOptions;
 pub use error::{Error, ErrorKind, Result};
 pub use task::Task;
-pub use transcript::{Segment, SpeakerTurn, Stats, Transcript, Word};
+pub use transcript::{Segment, SpeakerTurn, Stats, TokenLogprob, Transcript, Word};
 pub use vad::VadOptions;

@@ -59,6 +59,21 @@ pub struct Segment {
     /// ([`crate::ChannelMode::Split`]); its words are from that channel too.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub channel: Option<u32>,
+    /// Whisper, when asked for (`token_logprobs`): each text token of the segment with its
+    /// log-probability under the model given the text before it.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub token_logprobs: Vec<TokenLogprob>,
+}
+
+/// One text token with its log-probability (OpenAI's `logprobs` entries).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TokenLogprob {
+    /// The token as text (a token that holds part of a UTF-8 character shows U+FFFD there).
+    pub token: String,
+    /// Natural log of its probability (≤ 0).
+    pub logprob: f32,
+    /// The token's own bytes (UTF-8, possibly part of a character).
+    pub bytes: Vec<u8>,
 }
 
 /// One stretch of one speaker's speech (an RTTM `SPEAKER` line), times in seconds.
@@ -88,6 +103,7 @@ impl Segment {
             tokens: Vec::new(),
             speaker: None,
             channel: None,
+            token_logprobs: Vec::new(),
         }
     }
 }

@@ -260,6 +260,13 @@ fn english_only_options_are_refused_per_input() {
             },
             "prefix",
         ),
+        (
+            DecodeOptions {
+                token_logprobs: true,
+                ..greedy()
+            },
+            "token_logprobs",
+        ),
     ] {
         let err = e
             .transcribe_with(&inputs, &opts)

@@ -312,3 +312,73 @@ fn bench_word_timestamps_cost() {
         );
     }
 }
+
+/// `token_logprobs`: every text token of every segment gets its log-probability from the
+/// alignment pass, so a word's probability (held to faster-whisper's above) is the mean of its
+/// tokens' probabilities; asking for them changes nothing else (segments, times and tokens
+/// are a plain run's), and they are the same with or without word timestamps.
+#[test]
+fn token_logprobs_make_the_word_probabilities_and_change_nothing_else() {
+    let Some(model) = load_model() else { return };
+    let tr = WhisperTranscriber::new(&model).unwrap();
+    let reference = reference();
+    let audios: Vec<Vec<f32>> = reference["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .take(8)
+        .map(|it| load_wav(it["wav"].as_str().unwrap()))
+        .collect();
+    let with = |words: bool| DecodeOptions {
+        token_logprobs: true,
+        ..opts(words)
+    };
+    let plain = run(&tr, &audios, &opts(false), 8);
+    let logprobs = run(&tr, &audios, &with(false), 8);
+    let both = run(&tr, &audios, &with(true), 8);
+    let (mut checked, mut tokens) = (0, 0);
+    for ((p, l), b) in plain.iter().zip(&logprobs).zip(&both) {
+        assert_eq!(p.segments.len(), l.segments.len());
+        for ((ps, ls), bs) in p.segments.iter().zip(&l.segments).zip(&b.segments) {
+            assert_eq!(
+                (ps.start, ps.end, &ps.tokens),
+                (ls.start, ls.end, &ls.tokens)
+            );
+            assert!(ps.token_logprobs.is_empty() && ls.words.is_empty());
+            assert_eq!(ls.token_logprobs, bs.token_logprobs);
+            // One entry per text token, whose bytes spell the segment's text.
+            let eot = model.config.special.eot;
+            let text_tokens = ls.tokens.iter().filter(|&&t| t < eot).count();
+            assert_eq!(ls.token_logprobs.len(), text_tokens, "{:?}", ls.text);
+            let bytes: Vec<u8> = ls
+                .token_logprobs
+                .iter()
+                .flat_map(|t| t.bytes.clone())
+                .collect();
+            assert_eq!(String::from_utf8(bytes).unwrap(), ls.text);
+            assert!(ls.token_logprobs.iter().all(|t| t.logprob <= 0.0));
+            tokens += text_tokens;
+            // Walk the words over the tokens: a word is the tokens that spell it.
+            let mut rest = bs.token_logprobs.iter();
+            for w in &bs.words {
+                let (mut spelled, mut probs) = (String::new(), Vec::new());
+                while spelled.trim() != w.word {
+                    let t = rest.next().expect("tokens for every word");
+                    spelled.push_str(&String::from_utf8_lossy(&t.bytes));
+                    probs.push(t.logprob.exp());
+                }
+                // A word that took punctuation from a neighbour keeps its own probability.
+                if w.word.chars().all(|c| c.is_alphanumeric() || c == '\'') {
+                    let mean = probs.iter().sum::<f32>() / probs.len() as f32;
+                    let d = (mean - w.probability.unwrap()).abs();
+                    assert!(d < 1e-4, "{:?}: {mean} vs {:?}", w.word, w.probability);
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert!(
+        checked > 40 && tokens > 80,
+        "{checked} words, {tokens} tokens"
+    );
+}

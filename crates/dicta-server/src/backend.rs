@@ -24,6 +24,9 @@ pub struct RequestOptions {
     pub temperature: Option<Temperature>,
     /// Whether word timings are wanted.
     pub word_timestamps: bool,
+    /// Each segment's text tokens with their log-probabilities (Whisper; OpenAI's
+    /// `include[]=logprobs`).
+    pub token_logprobs: bool,
     /// Transcribe or translate.
     pub task: Task,
     /// Transcribe only the speech the voice activity detector finds (faster-whisper's

@@ -72,16 +72,30 @@ impl Default for Granularity {
     }
 }
 
-/// Renders a transcript in the requested format.
+/// OpenAI's `logprobs` (`include[]=logprobs`): every text token of `segments` in order,
+/// `{"token", "logprob", "bytes"}`.
+pub(crate) fn logprobs(segments: &[Segment]) -> Value {
+    json!(segments
+        .iter()
+        .flat_map(|s| &s.token_logprobs)
+        .collect::<Vec<_>>())
+}
+
+/// Renders a transcript in the requested format (`logprobs`: with the `json` format's
+/// `logprobs`, see [`logprobs`]).
 pub(crate) fn render(
     format: ResponseFormat,
     t: &Transcript,
     task: Task,
     granularity: Granularity,
+    logprobs: bool,
 ) -> Response {
     match format {
         ResponseFormat::Json => {
             let mut v = json!({ "text": t.text.trim() });
+            if logprobs {
+                v["logprobs"] = self::logprobs(&t.segments);
+            }
             with_warnings(&mut v, t);
             Json(v).into_response()
         }

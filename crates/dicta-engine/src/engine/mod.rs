@@ -592,6 +592,12 @@ impl Engine {
                      model is not a Whisper model",
                 );
             }
+            if opts.token_logprobs && !matches!(self.backend, Backend::Whisper(_)) {
+                return refuse(
+                    "token log-probabilities (token_logprobs, OpenAI's include[]=logprobs) are \
+                     a Whisper option; this model is not a Whisper model",
+                );
+            }
             if opts.prefix.as_deref().is_some_and(|p| !p.is_empty())
                 && !matches!(self.backend, Backend::Whisper(_))
             {

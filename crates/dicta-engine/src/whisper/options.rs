@@ -133,6 +133,11 @@ pub struct DecodeOptions {
     /// Word-level timestamps from the cross-attention of the alignment heads (faster-whisper's
     /// `word_timestamps`); in sequential long-form the next window then starts at the last word.
     pub word_timestamps: bool,
+    /// Each segment's text tokens with their log-probabilities
+    /// ([`dicta_core::Segment::token_logprobs`]): the probability of each token given the audio
+    /// and the text before it, over the text vocabulary, from the teacher-forced pass word
+    /// timestamps also take (one per window, batched; the transcript is the same as without).
+    pub token_logprobs: bool,
     /// With `word_timestamps`: punctuation merged into the following word.
     pub prepend_punctuations: String,
     /// With `word_timestamps`: punctuation merged into the preceding word.
@@ -234,6 +239,7 @@ impl Default for DecodeOptions {
             multilingual: false,
             seed: 0,
             word_timestamps: false,
+            token_logprobs: false,
             prepend_punctuations: super::words::DEFAULT_PREPEND_PUNCTUATIONS.to_string(),
             append_punctuations: super::words::DEFAULT_APPEND_PUNCTUATIONS.to_string(),
             cancel: dicta_core::Cancel::default(),

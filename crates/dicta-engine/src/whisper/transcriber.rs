@@ -2,7 +2,7 @@
 //! recordings (or of the lanes of long ones, in the batched long-form mode).
 
 use dicta_audio::mel::{LogMel, MelConfig, MelSpectrogram};
-use dicta_core::{Error, ErrorKind, Result, Segment, Transcript};
+use dicta_core::{Error, ErrorKind, Result, Segment, TokenLogprob, Transcript};
 use dicta_models::whisper::{Whisper, WhisperTokenizer};
 
 use super::fallback::{is_silence, Attempt};
@@ -512,7 +512,7 @@ impl<'m> WhisperTranscriber<'m> {
                 continue;
             }
             let split = split_by_timestamps(&a.tokens, tb, st.seek, size);
-            if opts.word_timestamps {
+            if opts.word_timestamps || opts.token_logprobs {
                 requests.push(AlignRequest {
                     row,
                     sot_sequence: st.window_sot.clone().unwrap_or_else(|| st.sot_seq.clone()),
@@ -528,7 +528,7 @@ impl<'m> WhisperTranscriber<'m> {
             decoded.push((i, a, split));
         }
         // One batched alignment pass over this call's windows, on the same encoder states.
-        let mut aligned = if opts.word_timestamps {
+        let mut aligned = if opts.word_timestamps || opts.token_logprobs {
             decoder.align(enc, &requests)?.into_iter()
         } else {
             Vec::new().into_iter()
@@ -540,7 +540,17 @@ impl<'m> WhisperTranscriber<'m> {
             let mut raws = split.segments;
             let mut words: Vec<Vec<PlacedWord>> = vec![Vec::new(); raws.len()];
             let mut seek = split.seek;
-            if let Some(window_words) = aligned.next() {
+            let aligned_window = aligned.next();
+            // Each segment's text tokens' probabilities, in order (empty unless asked for).
+            let mut token_probs: Vec<Vec<f32>> = vec![Vec::new(); raws.len()];
+            if let Some(w) = aligned_window.as_ref().filter(|_| opts.token_logprobs) {
+                let mut probs = w.token_probs.iter().copied();
+                for (r, p) in raws.iter().zip(&mut token_probs) {
+                    let n = r.tokens.iter().filter(|&&t| t < eot).count();
+                    p.extend(probs.by_ref().take(n));
+                }
+            }
+            if let Some(window_words) = aligned_window.filter(|_| opts.word_timestamps) {
                 let time_offset = st.seek as f64 / FRAMES_PER_SECOND as f64;
                 let mut spans: Vec<SegmentSpan> = raws
                     .iter()
@@ -585,6 +595,7 @@ impl<'m> WhisperTranscriber<'m> {
                             raws.truncate(from);
                             spans.truncate(from);
                             words.truncate(from);
+                            token_probs.truncate(from);
                             seek = to;
                         }
                     }
@@ -602,7 +613,7 @@ impl<'m> WhisperTranscriber<'m> {
             }
             st.seek = seek;
             st.next_clip();
-            for (raw, w) in raws.into_iter().zip(words) {
+            for ((raw, w), probs) in raws.into_iter().zip(words).zip(token_probs) {
                 let text = self.model.tokenizer.decode(&raw.tokens)?;
                 if raw.start == raw.end || text.trim().is_empty() {
                     continue;
@@ -611,6 +622,7 @@ impl<'m> WhisperTranscriber<'m> {
                 let mut seg = segment(&raw, text, &a);
                 seg.seek = u32::try_from(window_seek).ok();
                 seg.words = w.into_iter().map(core_word).collect();
+                seg.token_logprobs = self.token_logprobs(&raw.tokens, &probs)?;
                 st.segments.push(seg);
             }
             if !opts.condition_on_previous_text || a.temperature > opts.prompt_reset_on_temperature
@@ -662,6 +674,28 @@ fn core_word(w: PlacedWord) -> dicta_core::Word {
         start: w.start,
         end: w.end,
         probability: Some(w.probability),
+    }
+}
+
+impl WhisperTranscriber<'_> {
+    /// The text tokens of `tokens` (ids below `<|endoftext|>`) with their probabilities
+    /// `probs` (one per text token, in order; empty: none asked for) as log-probabilities.
+    fn token_logprobs(&self, tokens: &[u32], probs: &[f32]) -> Result<Vec<TokenLogprob>> {
+        let eot = self.model.config.special.eot;
+        let tok = &self.model.tokenizer;
+        tokens
+            .iter()
+            .filter(|&&t| t < eot)
+            .zip(probs)
+            .map(|(&t, &p)| {
+                Ok(TokenLogprob {
+                    token: tok.decode(&[t])?,
+                    // A probability that underflowed to 0 is still a number in JSON.
+                    logprob: p.max(f32::MIN_POSITIVE).ln(),
+                    bytes: tok.token_bytes(t).unwrap_or_default(),
+                })
+            })
+            .collect()
     }
 }
 

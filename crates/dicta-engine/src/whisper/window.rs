@@ -358,11 +358,14 @@ impl WindowDecoder<'_> {
                 &mut |ids: &[u32]| tok.decode(ids),
             )?;
             let timings = find_alignment(&words, &word_tokens, &path, token_probs);
-            out[i] = clip_and_merge(
-                timings,
-                &self.opts.prepend_punctuations,
-                &self.opts.append_punctuations,
-            );
+            out[i] = WindowWords {
+                token_probs: token_probs.to_vec(),
+                ..clip_and_merge(
+                    timings,
+                    &self.opts.prepend_punctuations,
+                    &self.opts.append_punctuations,
+                )
+            };
         }
         Ok(out)
     }

@@ -58,6 +58,9 @@ pub struct WindowWords {
     pub median_duration: f64,
     /// Twice the median.
     pub max_duration: f64,
+    /// Probability of each text token of the window, in order (over the text vocabulary,
+    /// given the audio and the tokens before it).
+    pub token_probs: Vec<f32>,
 }
 
 /// A word placed in recording time (rounded to 0.01 s like faster-whisper).
@@ -361,6 +364,7 @@ pub fn clip_and_merge(mut words: Vec<WordTiming>, prepend: &str, append: &str) -
         words,
         median_duration: median,
         max_duration: max,
+        token_probs: Vec::new(),
     }
 }
 
@@ -667,6 +671,7 @@ mod tests {
             ],
             median_duration: 0.3,
             max_duration: 0.6,
+            token_probs: Vec::new(),
         };
         let mut segs = vec![
             SegmentSpan {

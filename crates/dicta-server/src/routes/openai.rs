@@ -44,8 +44,8 @@ pub(crate) async fn models(State(s): State<Shared>) -> Json<serde_json::Value> {
     }))
 }
 
-/// The form fields Dicta reads; others (e.g. `include[]`) are accepted and ignored. `model`
-/// picks a resident model (`whisper-1` or none: the default one).
+/// The form fields Dicta reads; others are accepted and ignored. `model` picks a resident
+/// model (`whisper-1` or none: the default one).
 #[derive(Debug, Default, Clone)]
 struct Form {
     model: Option<String>,
@@ -55,6 +55,8 @@ struct Form {
     response_format: Option<String>,
     temperature: Option<String>,
     granularities: Vec<String>,
+    /// `include[]` values (OpenAI's: `logprobs`).
+    include: Vec<String>,
     stream: Option<String>,
     vad_filter: Option<String>,
     vad_parameters: Option<String>,
@@ -161,6 +163,7 @@ async fn handle(
         return super::openai_stream::events(s, id, parsed.input, parsed.options, model, diarized)
             .await;
     }
+    let logprobs = parsed.options.token_logprobs;
     let outcome = s
         .pipeline
         .run(TranscribeRequest {
@@ -176,7 +179,13 @@ async fn handle(
         .into_iter()
         .next()
         .ok_or_else(|| Error::internal("the backend returned no result"))??;
-    Ok(render(parsed.format, &transcript, task, parsed.granularity))
+    Ok(render(
+        parsed.format,
+        &transcript,
+        task,
+        parsed.granularity,
+        logprobs,
+    ))
 }
 
 async fn read_form(mut mp: Multipart) -> std::result::Result<Form, MultipartError> {
@@ -202,6 +211,7 @@ async fn read_form(mut mp: Multipart) -> std::result::Result<Form, MultipartErro
             "timestamp_granularities[]" | "timestamp_granularities" => {
                 form.granularities.push(small_text(field).await?)
             }
+            "include[]" | "include" => form.include.push(small_text(field).await?),
             "stream" => form.stream = Some(small_text(field).await?),
             "vad_filter" => form.vad_filter = Some(small_text(field).await?),
             "vad_parameters" => form.vad_parameters = Some(small_text(field).await?),
@@ -341,6 +351,22 @@ fn parse(form: Form, task: Task) -> Result<Parsed> {
         }
         g
     };
+    let mut logprobs = false;
+    for value in &form.include {
+        match value.trim() {
+            "logprobs" => logprobs = true,
+            other => {
+                return Err(Error::invalid_input(format!(
+                    "include[] may hold \"logprobs\", got {other:?}"
+                )))
+            }
+        }
+    }
+    if logprobs && format != ResponseFormat::Json {
+        return Err(Error::invalid_input(
+            "include[]=logprobs needs response_format json (as OpenAI's)",
+        ));
+    }
     let vad_filter = flag("vad_filter", form.vad_filter)?;
     // `diarized_json` is OpenAI's diarizing model's answer: it asks for diarization.
     let diarized = format == ResponseFormat::DiarizedJson;
@@ -389,6 +415,7 @@ fn parse(form: Form, task: Task) -> Result<Parsed> {
         prompt: non_empty(form.prompt),
         temperature: temperature.map(crate::backend::Temperature::One),
         word_timestamps: granularity.word,
+        token_logprobs: logprobs,
         task,
         vad_filter,
         vad_parameters,
@@ -470,6 +497,40 @@ mod tests {
         assert_eq!(p.granularity, Granularity::default());
         assert_eq!(p.options, RequestOptions::default());
         assert_eq!(p.input.id, "a.wav");
+    }
+
+    #[test]
+    fn include_logprobs_asks_for_token_logprobs_with_json_only() {
+        let with = |include: &[&str], format: Option<&str>| {
+            parse(
+                Form {
+                    include: include.iter().map(|s| s.to_string()).collect(),
+                    response_format: format.map(String::from),
+                    ..form()
+                },
+                Task::Transcribe,
+            )
+        };
+        assert!(with(&["logprobs"], None).unwrap().options.token_logprobs);
+        assert!(
+            with(&[" logprobs "], Some("json"))
+                .unwrap()
+                .options
+                .token_logprobs
+        );
+        assert!(!with(&[], None).unwrap().options.token_logprobs);
+        for (include, format, needle) in [
+            (
+                &["logprobs"][..],
+                Some("verbose_json"),
+                "response_format json",
+            ),
+            (&["logprobs"][..], Some("text"), "response_format json"),
+            (&["tokens"][..], None, "\"tokens\""),
+        ] {
+            let e = with(include, format).err().unwrap();
+            assert!(e.message.contains(needle), "{}", e.message);
+        }
     }
 
     #[test]

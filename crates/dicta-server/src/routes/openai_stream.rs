@@ -5,7 +5,8 @@
 //! deltas put together are that text. The OpenAI SDKs read them with
 //! `client.audio.transcriptions.create(..., stream=True)`. With `response_format=diarized_json`
 //! each segment's delta carries its `segment_id` and is followed by a `transcript.text.segment`
-//! event with its times and speaker (as OpenAI's diarizing model streams).
+//! event with its times and speaker (as OpenAI's diarizing model streams). With
+//! `include[]=logprobs` each delta carries the `logprobs` of its tokens and `done` all of them.
 //!
 //! Errors before the first segment (the upload, the options, a full queue) are the route's
 //! usual JSON errors with their status; one after it is an event `{"type": "error", "error":
@@ -48,6 +49,8 @@ struct State {
     timeout: Error,
     /// `diarized_json`: segment events with speakers, labelled as the whole answer labels them.
     diarized: Option<crate::format::SpeakerLetters>,
+    /// `include[]=logprobs`: deltas and `done` carry their tokens' log-probabilities.
+    logprobs: bool,
 }
 
 impl State {
@@ -102,9 +105,13 @@ impl State {
                     }));
                     self.queue.push_back(segment);
                 }
-                None if !text.is_empty() => self
-                    .queue
-                    .push_back(json!({"type": "transcript.text.delta", "delta": text})),
+                None if !text.is_empty() => {
+                    let mut delta = json!({"type": "transcript.text.delta", "delta": text});
+                    if self.logprobs {
+                        delta["logprobs"] = crate::format::logprobs(std::slice::from_ref(s));
+                    }
+                    self.queue.push_back(delta)
+                }
                 None => {}
             }
         }
@@ -124,8 +131,11 @@ impl State {
         match transcript {
             Ok(t) => {
                 self.deltas(t.segments.get(self.sent..).unwrap_or_default());
-                self.queue
-                    .push_back(json!({"type": "transcript.text.done", "text": t.text.trim()}));
+                let mut done = json!({"type": "transcript.text.done", "text": t.text.trim()});
+                if self.logprobs {
+                    done["logprobs"] = crate::format::logprobs(&t.segments);
+                }
+                self.queue.push_back(done);
             }
             Err(e) => self.error(&e),
         }
@@ -141,6 +151,7 @@ pub(crate) async fn events(
     model: Option<String>,
     diarized: bool,
 ) -> std::result::Result<Response, ApiError> {
+    let logprobs = options.token_logprobs;
     let (tx, rx) = unbounded_channel::<Vec<Segment>>();
     let sink = SegmentSink::new(move |segments| {
         // The receiver is gone only when the client is; the work is being cancelled then.
@@ -164,6 +175,7 @@ pub(crate) async fn events(
         deadline,
         timeout,
         diarized: diarized.then(crate::format::SpeakerLetters::default),
+        logprobs,
     };
     // Wait for the first segments (or the answer) before choosing the response: an error that
     // comes first is an ordinary HTTP error. (The server's own timeout, started earlier, ends
