@@ -135,6 +135,14 @@ def test_decoding_keywords_are_the_clis_flags(engine):
     assert without_stats(mine) == without_stats(theirs)
     with pytest.raises(dicta.InvalidInput, match="needs word timestamps"):
         engine.transcribe([str(JFK)], hallucination_silence_threshold=2.0)
+    # token_logprobs: each segment's text tokens, whose bytes spell it; the text unchanged.
+    mine = engine.transcribe([str(JFK)], token_logprobs=True)["results"][0]
+    plain = engine.transcribe([str(JFK)])["results"][0]
+    assert mine["text"] == plain["text"] and "token_logprobs" not in plain["segments"][0]
+    for s in mine["segments"]:
+        lps = s["token_logprobs"]
+        assert b"".join(bytes(t["bytes"]) for t in lps).decode() == s["text"]
+        assert all(t["logprob"] <= 0 for t in lps)
 
 
 def test_an_array_gives_the_text_of_its_file(engine):
