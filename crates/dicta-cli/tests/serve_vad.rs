@@ -91,8 +91,28 @@ fn vad_filter_on_every_route() {
         "{tight}"
     );
 
+    // OpenAI's chunking_strategy is the same detection: "auto" is vad_filter=true, and a
+    // server_vad object (as the SDK sends it) sets the detector's silence and padding.
+    let (code, auto) = openai(base, &wav, &["chunking_strategy=auto"]);
+    assert_eq!(code, 200, "{auto}");
+    assert_eq!(auto["segments"], filtered["segments"]);
+    let (code, server_vad) = openai(
+        base,
+        &wav,
+        &[
+            "chunking_strategy[type]=server_vad",
+            "chunking_strategy[silence_duration_ms]=300",
+            "chunking_strategy[prefix_padding_ms]=100",
+        ],
+    );
+    assert_eq!(code, 200, "{server_vad}");
+    assert_eq!(server_vad["segments"], tight["segments"]);
+    assert_ne!(tight["segments"], filtered["segments"], "the options must matter");
+
     // Bad options: JSON 400 naming the problem, and the server keeps serving.
     for bad in [
+        &["chunking_strategy=sometimes"][..],
+        &["chunking_strategy=auto", "vad_filter=true"],
         &["vad_filter=maybe"][..],
         &["vad_filter=true", r#"vad_parameters={"threshold":2}"#],
         &["vad_filter=true", r#"vad_parameters={"speech_pad":1}"#],

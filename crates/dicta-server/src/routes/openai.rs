@@ -6,7 +6,7 @@ use axum::extract::{Multipart, State};
 use axum::response::Response;
 use axum::{Extension, Json};
 use dicta_core::text::PROMPT_TAIL_BYTES;
-use dicta_core::{Error, Result};
+use dicta_core::{Error, Result, VadOptions};
 use serde_json::json;
 
 use super::{rejection, RequestId, Shared};
@@ -57,6 +57,9 @@ struct Form {
     granularities: Vec<String>,
     /// `include[]` values (OpenAI's: `logprobs`).
     include: Vec<String>,
+    /// OpenAI's `chunking_strategy`: `("", "auto")` or a JSON object as one field, or the
+    /// SDK's `chunking_strategy[key]` fields as `(key, value)`.
+    chunking: Vec<(String, String)>,
     stream: Option<String>,
     vad_filter: Option<String>,
     vad_parameters: Option<String>,
@@ -212,6 +215,13 @@ async fn read_form(mut mp: Multipart) -> std::result::Result<Form, MultipartErro
                 form.granularities.push(small_text(field).await?)
             }
             "include[]" | "include" => form.include.push(small_text(field).await?),
+            "chunking_strategy" => form
+                .chunking
+                .push((String::new(), small_text(field).await?)),
+            other if other.starts_with("chunking_strategy[") && other.ends_with(']') => {
+                let key = other["chunking_strategy[".len()..other.len() - 1].to_string();
+                form.chunking.push((key, small_text(field).await?))
+            }
             "stream" => form.stream = Some(small_text(field).await?),
             "vad_filter" => form.vad_filter = Some(small_text(field).await?),
             "vad_parameters" => form.vad_parameters = Some(small_text(field).await?),
@@ -310,6 +320,96 @@ fn non_empty(s: Option<String>) -> Option<String> {
     s.map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
 }
 
+/// OpenAI's `chunking_strategy`, as the voice activity detection it asks for: `None` when not
+/// given; `Some(None)` for `"auto"` (the detector's defaults, faster-whisper's); `Some(Some(o))`
+/// for a `server_vad` object, whose `threshold`, `silence_duration_ms` and `prefix_padding_ms`
+/// (OpenAI's defaults 0.5, 200 and 300) are the detector's `threshold`,
+/// `min_silence_duration_ms` and `speech_pad_ms`. The object comes as the SDK's
+/// `chunking_strategy[key]` fields or as JSON in one field.
+fn chunking_strategy(fields: &[(String, String)]) -> Result<Option<Option<VadOptions>>> {
+    let mut keys: Vec<(String, serde_json::Value)> = Vec::new();
+    for (key, text) in fields {
+        let text = text.trim();
+        if key.is_empty() {
+            if text == "auto" {
+                if fields.len() > 1 {
+                    return Err(Error::invalid_input(
+                        "chunking_strategy is \"auto\" or a server_vad object, not both",
+                    ));
+                }
+                return Ok(Some(None));
+            }
+            match serde_json::from_str::<serde_json::Value>(text) {
+                Ok(serde_json::Value::Object(o)) => keys.extend(o),
+                _ => {
+                    return Err(Error::invalid_input(format!(
+                        "chunking_strategy must be \"auto\" or a server_vad object, got {text:?}"
+                    )))
+                }
+            }
+        } else {
+            // The SDK's fields are text; numbers read as JSON, `type` as it is.
+            let value = serde_json::from_str(text)
+                .unwrap_or_else(|_| serde_json::Value::String(text.to_string()));
+            keys.push((key.clone(), value));
+        }
+    }
+    if keys.is_empty() {
+        return Ok(None);
+    }
+    let mut o = VadOptions {
+        threshold: 0.5,
+        min_silence_duration_ms: 200,
+        speech_pad_ms: 300,
+        ..VadOptions::default()
+    };
+    let mut typed = false;
+    for (key, value) in keys {
+        let ms = |v: &serde_json::Value| {
+            v.as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(|| {
+                    Error::invalid_input(format!(
+                        "chunking_strategy.{key} must be a whole number of milliseconds, got {v}"
+                    ))
+                })
+        };
+        match key.as_str() {
+            "type" if value.as_str() == Some("server_vad") => typed = true,
+            "type" => {
+                return Err(Error::invalid_input(format!(
+                    "chunking_strategy.type must be \"server_vad\", got {value}"
+                )))
+            }
+            "threshold" => {
+                o.threshold = value
+                    .as_f64()
+                    .filter(|t| (0.0..=1.0).contains(t))
+                    .ok_or_else(|| {
+                        Error::invalid_input(format!(
+                            "chunking_strategy.threshold must be a number in [0, 1], got {value}"
+                        ))
+                    })?
+            }
+            "silence_duration_ms" => o.min_silence_duration_ms = ms(&value)?,
+            "prefix_padding_ms" => o.speech_pad_ms = ms(&value)?,
+            other => {
+                return Err(Error::invalid_input(format!(
+                    "chunking_strategy has no field {other:?} (type, threshold, \
+                     silence_duration_ms, prefix_padding_ms)"
+                )))
+            }
+        }
+    }
+    if !typed {
+        return Err(Error::invalid_input(
+            "chunking_strategy needs \"type\": \"server_vad\"",
+        ));
+    }
+    o.validate()?;
+    Ok(Some(Some(o)))
+}
+
 fn parse(form: Form, task: Task) -> Result<Parsed> {
     let (file_name, bytes) = form.file.ok_or_else(|| {
         Error::invalid_input("the form has no `file` field (the audio to transcribe)")
@@ -367,7 +467,14 @@ fn parse(form: Form, task: Task) -> Result<Parsed> {
             "include[]=logprobs needs response_format json (as OpenAI's)",
         ));
     }
-    let vad_filter = flag("vad_filter", form.vad_filter)?;
+    let chunking = chunking_strategy(&form.chunking)?;
+    if chunking.is_some() && (form.vad_filter.is_some() || form.vad_parameters.is_some()) {
+        return Err(Error::invalid_input(
+            "chunking_strategy and vad_filter / vad_parameters both choose the voice activity \
+             detection; give one",
+        ));
+    }
+    let vad_filter = flag("vad_filter", form.vad_filter)? || chunking.is_some();
     // `diarized_json` is OpenAI's diarizing model's answer: it asks for diarization.
     let diarized = format == ResponseFormat::DiarizedJson;
     if diarized && task == Task::Translate {
@@ -404,7 +511,8 @@ fn parse(form: Form, task: Task) -> Result<Parsed> {
                 ))
             })
         })
-        .transpose()?;
+        .transpose()?
+        .or(chunking.flatten());
     let channels = non_empty(form.channels)
         .map(|v| dicta_core::ChannelMode::parse(&v))
         .transpose()?
@@ -530,6 +638,71 @@ mod tests {
         ] {
             let e = with(include, format).err().unwrap();
             assert!(e.message.contains(needle), "{}", e.message);
+        }
+    }
+
+    #[test]
+    fn chunking_strategy_is_voice_activity_detection() {
+        let with = |fields: &[(&str, &str)], vad_filter: Option<&str>| {
+            parse(
+                Form {
+                    chunking: fields
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                    vad_filter: vad_filter.map(String::from),
+                    ..form()
+                },
+                Task::Transcribe,
+            )
+        };
+        let auto = with(&[("", "auto")], None).unwrap().options;
+        assert!(auto.vad_filter && auto.vad_parameters.is_none());
+        // The SDK's bracketed fields, OpenAI's defaults for the rest.
+        let sdk = with(&[("type", "server_vad"), ("threshold", "0.6")], None)
+            .unwrap()
+            .options;
+        let v = sdk.vad_parameters.unwrap();
+        assert!(sdk.vad_filter);
+        assert_eq!(
+            (v.threshold, v.min_silence_duration_ms, v.speech_pad_ms),
+            (0.6, 200, 300)
+        );
+        let json =
+            r#"{"type": "server_vad", "silence_duration_ms": 500, "prefix_padding_ms": 100}"#;
+        let v = with(&[("", json)], None)
+            .unwrap()
+            .options
+            .vad_parameters
+            .unwrap();
+        assert_eq!(
+            (v.threshold, v.min_silence_duration_ms, v.speech_pad_ms),
+            (0.5, 500, 100)
+        );
+        assert!(!with(&[], None).unwrap().options.vad_filter);
+        for (fields, vad, needle) in [
+            (&[("", "sometimes")][..], None, "\"auto\" or a server_vad"),
+            (&[("type", "semantic_vad")][..], None, "server_vad"),
+            (&[("threshold", "0.4")][..], None, "needs \"type\""),
+            (
+                &[("type", "server_vad"), ("threshold", "2")][..],
+                None,
+                "threshold",
+            ),
+            (
+                &[("type", "server_vad"), ("silence_duration_ms", "-5")][..],
+                None,
+                "silence_duration_ms",
+            ),
+            (
+                &[("type", "server_vad"), ("eagerness", "low")][..],
+                None,
+                "eagerness",
+            ),
+            (&[("", "auto")][..], Some("true"), "give one"),
+        ] {
+            let e = with(fields, vad).err().unwrap();
+            assert!(e.message.contains(needle), "{fields:?}: {}", e.message);
         }
     }
 
