@@ -107,7 +107,10 @@ fn vad_filter_on_every_route() {
     );
     assert_eq!(code, 200, "{server_vad}");
     assert_eq!(server_vad["segments"], tight["segments"]);
-    assert_ne!(tight["segments"], filtered["segments"], "the options must matter");
+    assert_ne!(
+        tight["segments"], filtered["segments"],
+        "the options must matter"
+    );
 
     // Bad options: JSON 400 naming the problem, and the server keeps serving.
     for bad in [

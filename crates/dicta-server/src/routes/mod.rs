@@ -4,6 +4,7 @@
 mod batch;
 mod health;
 mod openai;
+mod openai_form;
 mod openai_stream;
 mod stream;
 
