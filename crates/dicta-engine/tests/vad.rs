@@ -212,3 +212,69 @@ fn vad_filter_without_a_detector_is_refused() {
     };
     assert!(bad.validate().is_err());
 }
+
+/// The turn detector over a live stream: its speech starts and stops are faster-whisper's
+/// speech chunks of the same audio (`get_speech_timestamps` without padding), every `Stopped`
+/// after its `Started`, and the same whatever blocks the audio comes in.
+#[test]
+fn turns_are_the_speech_chunks_in_any_blocks() {
+    use dicta_engine::vad::{Turn, TurnDetector};
+    let Some(vad) = vad() else { return };
+    let r = json(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../dicta-models/tests/fixtures/silero/reference.json"
+    ));
+    let opts = VadOptions {
+        speech_pad_ms: 0,
+        min_silence_duration_ms: 500,
+        ..VadOptions::default()
+    };
+    let mut checked = 0;
+    for rec in r["recordings"].as_array().unwrap() {
+        let mut samples = whisper_common::load_wav(rec["audio"].as_str().unwrap());
+        // Silence at the end closes the last utterance.
+        samples.extend(std::iter::repeat_n(0.0, SR));
+        let probs = vad.probabilities(&samples).unwrap();
+        let chunks: Vec<(u64, u64)> =
+            dicta_engine::vad::speech_timestamps(&probs, samples.len(), &opts)
+                .iter()
+                .map(|c| (c.start as u64, c.end as u64))
+                .collect();
+        let mut runs = Vec::new();
+        for block in [samples.len(), 512, 1000, 4801] {
+            let mut d = TurnDetector::new(vad.clone(), &opts).unwrap();
+            let mut turns = Vec::new();
+            for b in samples.chunks(block) {
+                turns.extend(d.push(b).unwrap());
+            }
+            runs.push(turns);
+        }
+        assert!(runs.iter().all(|t| *t == runs[0]), "{}", rec["audio"]);
+        let turns = &runs[0];
+        let mut open = None;
+        let mut stopped = Vec::new();
+        for t in turns {
+            match *t {
+                Turn::Started { start } => {
+                    assert!(open.is_none(), "two starts in a row");
+                    open = Some(start);
+                }
+                Turn::Stopped {
+                    start,
+                    speech_end,
+                    at,
+                } => {
+                    assert_eq!(open.take(), Some(start), "a stop after its start");
+                    assert!(
+                        speech_end < at && at - speech_end >= 8000,
+                        "{speech_end} {at}"
+                    );
+                    stopped.push((start, speech_end));
+                }
+            }
+        }
+        assert_eq!(stopped, chunks, "{}", rec["audio"]);
+        checked += chunks.len();
+    }
+    assert!(checked > 10, "{checked}");
+}

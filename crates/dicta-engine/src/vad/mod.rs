@@ -10,10 +10,11 @@
 //! - [`Vad`]: a loaded detector; [`Vad::detect`] runs it on many inputs, decoding them in
 //!   parallel, each input failing alone.
 //! - [`OnlineVad`]: the detector over a live stream, window by window, for streams that end
-//!   utterances on silence.
+//!   utterances on silence; [`TurnDetector`]: the speech starts and stops it decides.
 
 mod filter;
 mod online;
+mod turns;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -29,6 +30,7 @@ use crate::engine::Input;
 
 pub(crate) use filter::SpeechFilter;
 pub use online::{Activity, Endpoint, OnlineVad};
+pub use turns::{Turn, TurnDetector};
 
 /// Sample rate the detector runs at.
 const RATE: f64 = dicta_audio::SAMPLE_RATE as f64;

@@ -265,6 +265,11 @@ impl OnlineVad {
         self.rules.forget_before(p);
     }
 
+    /// Samples run so far (whole windows; the decisions reach this far).
+    pub fn position(&self) -> u64 {
+        self.pos
+    }
+
     /// `speech_pad_ms` in samples: audio kept before an utterance's first speech window and
     /// after its speech end.
     pub fn pad(&self) -> u64 {
