@@ -351,6 +351,52 @@ impl Backend for EngineBackend {
         self.engine
             .check_session_options(&session_options(options, self.vad_default()))
     }
+
+    fn open_turn_detector(
+        &self,
+        options: &dicta_core::VadOptions,
+    ) -> dicta_core::Result<Box<dyn dicta_server::backend::TurnDetector>> {
+        let vad = self.engine.vad().ok_or_else(|| {
+            dicta_core::Error::invalid_input(
+                "turn detection needs a voice activity detector, and none is loaded \
+                 (--vad-model; not --no-vad)",
+            )
+        })?;
+        Ok(Box::new(EngineTurns(dicta_engine::vad::TurnDetector::new(
+            vad.clone(),
+            options,
+        )?)))
+    }
+}
+
+/// The engine's turn detector behind the server's seam.
+struct EngineTurns(dicta_engine::vad::TurnDetector);
+
+impl dicta_server::backend::TurnDetector for EngineTurns {
+    fn push(
+        &mut self,
+        samples: &[f32],
+    ) -> dicta_core::Result<Vec<dicta_server::backend::TurnEvent>> {
+        use dicta_engine::vad::Turn;
+        use dicta_server::backend::TurnEvent;
+        Ok(self
+            .0
+            .push(samples)?
+            .into_iter()
+            .map(|t| match t {
+                Turn::Started { start } => TurnEvent::Started { start },
+                Turn::Stopped {
+                    start,
+                    speech_end,
+                    at,
+                } => TurnEvent::Stopped {
+                    start,
+                    speech_end,
+                    at,
+                },
+            })
+            .collect())
+    }
 }
 
 /// The engine's session options for a stream's: its own language, task, prompt and hotwords,

@@ -3,6 +3,7 @@
 //! query, against the same audio without them; bad options get a JSON 400 and the server keeps
 //! serving; a server started with `--no-vad` and no speaker model refuses both with 400.
 //! OpenAI's `diarized_json` (plain and streamed) labels the same segments `A` and `B`.
+//! OpenAI's Realtime transcription sessions (`/v1/realtime`) detect turns with the same VAD.
 
 mod common;
 
@@ -383,4 +384,60 @@ fn websocket_streams_end_utterances_on_silence() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--stream-vad"), "{err}");
+}
+
+/// OpenAI's Realtime transcription API with the official SDK (tests/realtime_check.py): turns
+/// detected by the server's VAD become items whose transcripts are the CLI's texts; commits by
+/// hand; errors as events; a server without a detector offers no turn detection.
+#[test]
+fn openai_realtime_transcription_sessions() {
+    let (Some(model), Some(vad)) = (model_dir(), vad_dir()) else {
+        return;
+    };
+    if !(common::python_has("openai") && common::python_has("websockets")) {
+        return;
+    }
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/realtime_check.py");
+    let clips = [
+        format!("{DATA}/openai_whisper/jfk.16k.wav"),
+        format!("{DATA}/coqui_tts/LJ001-0002.16k.wav"),
+    ];
+    let expect: Vec<String> = clips
+        .iter()
+        .map(|c| {
+            let out = std::process::Command::new(env!("CARGO_BIN_EXE_dicta"))
+                .args([
+                    "transcribe",
+                    "--quiet",
+                    "--language",
+                    "en",
+                    "--format",
+                    "text",
+                ])
+                .arg("--model")
+                .arg(&model)
+                .arg(c)
+                .output()
+                .unwrap();
+            assert!(out.status.success());
+            String::from_utf8(out.stdout).unwrap().trim().to_string()
+        })
+        .collect();
+    let vad = vad.display().to_string();
+    let server = Server::start(&model, &["--vad-model", &vad]);
+    let status = std::process::Command::new("python3")
+        .arg(script)
+        .args(["--base", &server.base, "--audio", &clips[0], &clips[1]])
+        .args(["--expect", &expect[0], &expect[1]])
+        .status()
+        .unwrap();
+    assert!(status.success(), "realtime check failed");
+    assert_eq!(server.terminate(), 0);
+    let server = Server::start(&model, &["--no-vad"]);
+    let status = std::process::Command::new("python3")
+        .arg(script)
+        .args(["--base", &server.base, "--no-detector"])
+        .status()
+        .unwrap();
+    assert!(status.success(), "realtime check without a detector failed");
 }

@@ -268,6 +268,20 @@ pub trait Backend: Send + Sync + 'static {
         )))
     }
 
+    /// Opens a detector of speech starts and stops over a live stream (the realtime route's
+    /// turn detection), with `options`' threshold and silence; `InvalidInput` when the backend
+    /// has no voice activity detector. Its calls run on the blocking pool, as a session's.
+    fn open_turn_detector(
+        &self,
+        options: &dicta_core::VadOptions,
+    ) -> dicta_core::Result<Box<dyn TurnDetector>> {
+        let _ = options;
+        Err(Error::invalid_input(
+            "turn detection needs a voice activity detector, and none is loaded (dicta serve: \
+             --vad-model)",
+        ))
+    }
+
     /// Checks stream options without opening a session, so that options the backend cannot
     /// honour (e.g. a language its streams cannot decode in) are refused when they are set —
     /// at the WebSocket upgrade or on the `config` message — not later, on the first audio.
@@ -325,6 +339,34 @@ pub struct StreamEvent {
     pub end: f64,
     /// The words with times.
     pub words: Vec<Word>,
+}
+
+/// A change of a live stream's voice activity (positions in 16 kHz samples since the detector
+/// opened).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnEvent {
+    /// Speech began at `start`.
+    Started {
+        /// First sample of its speech.
+        start: u64,
+    },
+    /// The speech that began at `start` ended at `speech_end`; the silence after it decided
+    /// so at `at`.
+    Stopped {
+        /// First sample of its speech.
+        start: u64,
+        /// Where the speech ended.
+        speech_end: u64,
+        /// Where the end was decided.
+        at: u64,
+    },
+}
+
+/// Speech starts and stops of one live stream ([`Backend::open_turn_detector`]).
+pub trait TurnDetector: Send + 'static {
+    /// Runs on the stream's next 16 kHz samples (any count); returns the turns they decided,
+    /// in order. Blocks while the detector runs.
+    fn push(&mut self, samples: &[f32]) -> dicta_core::Result<Vec<TurnEvent>>;
 }
 
 /// One live recognition session: 16 kHz mono samples in, events out.

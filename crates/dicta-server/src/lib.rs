@@ -57,6 +57,7 @@ mod grpc;
 mod languages;
 mod metrics;
 mod pipeline;
+mod realtime;
 mod routes;
 pub mod stream;
 mod worker;

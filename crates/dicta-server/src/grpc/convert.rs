@@ -93,7 +93,7 @@ pub(crate) fn raw_spec(config: &RecognitionConfig) -> Result<(RawCoding, u32, us
 }
 
 /// G.711 μ-law byte → linear sample (ITU-T G.711, 14-bit range scaled to 16 bits).
-fn mulaw(b: u8) -> i16 {
+pub(crate) fn mulaw(b: u8) -> i16 {
     let b = !b;
     let exponent = (b >> 4) & 0x07;
     let mantissa = i32::from(b & 0x0F);
@@ -102,7 +102,7 @@ fn mulaw(b: u8) -> i16 {
 }
 
 /// G.711 A-law byte → linear sample.
-fn alaw(b: u8) -> i16 {
+pub(crate) fn alaw(b: u8) -> i16 {
     let b = b ^ 0x55;
     let exponent = (b >> 4) & 0x07;
     let mantissa = i32::from(b & 0x0F);

@@ -23,6 +23,8 @@ mod recognize;
 mod streaming;
 mod text_rules;
 
+pub(crate) use convert::{alaw, mulaw};
+
 use std::sync::Arc;
 
 use dicta_core::{Error, ErrorKind};

@@ -89,6 +89,7 @@ pub(crate) fn router(state: Shared) -> Router {
         .route("/transcribe", post(batch::transcribe))
         .route("/v1/transcriptions/raw", post(batch::raw))
         .route("/v1/stream", get(stream::stream))
+        .route("/v1/realtime", get(crate::realtime::upgrade))
         .route_layer(from_fn_with_state(state.clone(), gate));
     open.merge(protected)
         .fallback(not_found)
