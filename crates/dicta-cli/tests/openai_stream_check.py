@@ -14,20 +14,14 @@ log-probabilities, whose bytes spell the text. Exits non-zero on the first faile
 import argparse
 import io
 import re
-import sys
 import time
 import urllib.request
 import wave
 
 import openai
 from openai import OpenAI
+from checks import check
 
-
-def check(cond, what):
-    if not cond:
-        print(f"FAILED: {what}", file=sys.stderr)
-        sys.exit(1)
-    print(f"ok: {what.splitlines()[0][:150]}")
 
 
 def metric(base, pattern):

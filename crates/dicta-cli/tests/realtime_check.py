@@ -19,7 +19,6 @@ Exits non-zero on the first failed check.
 
 import argparse
 import base64
-import re
 import signal
 import sys
 import wave
@@ -27,17 +26,9 @@ import wave
 from array import array
 
 from openai import OpenAI
+from checks import check, words
 
 
-def check(cond, what):
-    if not cond:
-        print(f"FAILED: {what}", file=sys.stderr)
-        sys.exit(1)
-    print(f"ok: {what.splitlines()[0][:150]}")
-
-
-def words(s):
-    return re.findall(r"[a-z0-9']+", s.lower())
 
 
 def read24(path):

@@ -10,7 +10,6 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 import threading
 import time
 import wave
@@ -25,10 +24,8 @@ except ImportError:
 from riva.client.proto import health_pb2, health_pb2_grpc
 from riva.client.proto import riva_asr_pb2 as rasr
 from riva.client.proto import riva_asr_pb2_grpc as rasr_srv
+from checks import check, words
 
-
-def words(s):
-    return re.findall(r"[a-z0-9']+", s.lower())
 
 
 def word_errors(ref, hyp):
@@ -41,12 +38,6 @@ def word_errors(ref, hyp):
             prev, d[j] = d[j], min(d[j] + 1, d[j - 1] + 1, prev + (rw != hw))
     return d[len(h)]
 
-
-def check(cond, what):
-    if not cond:
-        print(f"FAILED: {what}", file=sys.stderr)
-        sys.exit(1)
-    print(f"ok: {what.splitlines()[0][:150]}")
 
 
 def code_of(f):

@@ -11,20 +11,14 @@ check.
 """
 
 import argparse
-import sys
 
 import openai
 from openai import OpenAI
+from checks import check
 
 NAMES = {"sv": "swedish", "de": "german", "es": "spanish", "fr": "french", "ru": "russian",
          "pl": "polish"}
 
-
-def check(cond, what):
-    if not cond:
-        print(f"FAIL: {what}")
-        sys.exit(1)
-    print(f"ok: {what}")
 
 
 def main():

@@ -72,6 +72,17 @@ impl Default for Granularity {
     }
 }
 
+/// A segment's text as a streamed delta (OpenAI's `transcript.text.delta` and the realtime
+/// transcription deltas): the first of an answer without its leading space, so that the
+/// deltas put together are the answer's trimmed text.
+pub(crate) fn delta_text(s: &Segment, first: bool) -> &str {
+    if first {
+        s.text.trim_start()
+    } else {
+        &s.text
+    }
+}
+
 /// OpenAI's `logprobs` (`include[]=logprobs`): every text token of `segments` in order,
 /// `{"token", "logprob", "bytes"}`.
 pub(crate) fn logprobs(segments: &[Segment]) -> Value {

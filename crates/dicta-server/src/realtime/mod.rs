@@ -32,6 +32,8 @@
 mod session;
 mod settings;
 
+pub(crate) use settings::{server_vad, ServerVad};
+
 use std::collections::HashMap;
 
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;

@@ -529,11 +529,7 @@ impl ItemEvents {
 
     fn deltas(&mut self, segments: &[Segment]) {
         for s in segments {
-            let text = if self.sent == 0 {
-                s.text.trim_start()
-            } else {
-                s.text.as_str()
-            };
+            let text = crate::format::delta_text(s, self.sent == 0);
             self.sent += 1;
             if text.is_empty() {
                 continue;

@@ -72,10 +72,10 @@ impl Format {
 
 /// `server_vad` turn detection.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(super) struct ServerVad {
-    threshold: f64,
-    prefix_padding_ms: u32,
-    silence_duration_ms: u32,
+pub(crate) struct ServerVad {
+    pub(crate) threshold: f64,
+    pub(crate) prefix_padding_ms: u32,
+    pub(crate) silence_duration_ms: u32,
 }
 
 impl Default for ServerVad {
@@ -251,7 +251,10 @@ impl Settings {
                     }
                 }
                 "turn_detection" if value.is_null() => self.turn_detection = None,
-                "turn_detection" => self.turn_detection = Some(server_vad(value)?),
+                "turn_detection" => {
+                    self.turn_detection =
+                        Some(server_vad(value, ServerVad::default(), "turn_detection")?)
+                }
                 "noise_reduction" if value.is_null() => {}
                 "noise_reduction" => {
                     return Err(Error::invalid_input(
@@ -269,51 +272,54 @@ impl Settings {
     }
 }
 
-/// A `server_vad` object; OpenAI's defaults for the fields left out.
-fn server_vad(value: &Value) -> Result<ServerVad> {
-    let mut t = ServerVad::default();
+/// OpenAI's `server_vad` object, as a transcription session's `turn_detection` and the
+/// transcription route's `chunking_strategy` both take it: `threshold`, `prefix_padding_ms` and
+/// `silence_duration_ms` over `defaults` (OpenAI's differ between the two); `what` names the
+/// field in errors. `create_response` and `interrupt_response` (about a conversation's
+/// responses) are taken and mean nothing here.
+pub(crate) fn server_vad(value: &Value, defaults: ServerVad, what: &str) -> Result<ServerVad> {
+    let mut t = defaults;
     let ms = |key: &str, v: &Value| {
         v.as_u64()
             .and_then(|n| u32::try_from(n).ok())
             .ok_or_else(|| {
                 Error::invalid_input(format!(
-                    "turn_detection.{key} must be a whole number of milliseconds, got {v}"
+                    "{what}.{key} must be a whole number of milliseconds, got {v}"
                 ))
             })
     };
     match value.get("type").and_then(Value::as_str) {
         Some("server_vad") => {}
         Some("semantic_vad") => {
-            return Err(Error::invalid_input(
-                "turn_detection semantic_vad is not supported; use server_vad",
-            ))
-        }
-        _ => {
             return Err(Error::invalid_input(format!(
-                "turn_detection.type must be server_vad, got {value}"
+                "{what} semantic_vad is not supported; use server_vad"
+            )))
+        }
+        other => {
+            return Err(Error::invalid_input(format!(
+                "{what}.type must be \"server_vad\", got {}",
+                other.map_or_else(|| "none".to_string(), |t| format!("{t:?}"))
             )))
         }
     }
-    for (key, v) in object(value, "turn_detection")? {
+    for (key, v) in object(value, what)? {
         match key.as_str() {
-            "type" => {}
+            "type" | "create_response" | "interrupt_response" => {}
             "threshold" => {
                 t.threshold = v
                     .as_f64()
                     .filter(|x| (0.0..=1.0).contains(x))
                     .ok_or_else(|| {
                         Error::invalid_input(format!(
-                            "turn_detection.threshold must be a number in [0, 1], got {v}"
+                            "{what}.threshold must be a number in [0, 1], got {v}"
                         ))
                     })?
             }
             "prefix_padding_ms" => t.prefix_padding_ms = ms(key, v)?,
             "silence_duration_ms" => t.silence_duration_ms = ms(key, v)?,
-            // About the responses of a conversation session: nothing to do in transcription.
-            "create_response" | "interrupt_response" => {}
             other => {
                 return Err(Error::invalid_input(format!(
-                    "turn_detection.{other} is not supported (threshold, prefix_padding_ms, \
+                    "{what}.{other} is not supported (type, threshold, prefix_padding_ms, \
                      silence_duration_ms)"
                 )))
             }
@@ -333,7 +339,8 @@ mod tests {
 
     #[test]
     fn server_vad_takes_openais_fields_and_defaults() {
-        let t = server_vad(&json!({"type": "server_vad", "silence_duration_ms": 800})).unwrap();
+        let vad = |v: Value| server_vad(&v, ServerVad::default(), "turn_detection");
+        let t = vad(json!({"type": "server_vad", "silence_duration_ms": 800})).unwrap();
         assert_eq!(
             (t.threshold, t.prefix_padding_ms, t.silence_duration_ms),
             (0.5, 300, 800)
@@ -342,7 +349,7 @@ mod tests {
         let o = t.options();
         assert_eq!((o.min_silence_duration_ms, o.speech_pad_ms), (800, 0));
         // About a conversation's responses: accepted, nothing to do.
-        assert!(server_vad(&json!({"type": "server_vad", "create_response": true})).is_ok());
+        assert!(vad(json!({"type": "server_vad", "create_response": true})).is_ok());
         for (bad, needle) in [
             (json!({"type": "semantic_vad"}), "semantic_vad"),
             (json!({"threshold": 0.5}), "server_vad"),
@@ -356,7 +363,7 @@ mod tests {
                 "idle_timeout_ms",
             ),
         ] {
-            let e = server_vad(&bad).unwrap_err();
+            let e = vad(bad.clone()).unwrap_err();
             assert!(e.message.contains(needle), "{bad}: {}", e.message);
         }
     }

@@ -370,7 +370,7 @@ mod tests {
         for (fields, vad, needle) in [
             (&[("", "sometimes")][..], None, "\"auto\" or a server_vad"),
             (&[("type", "semantic_vad")][..], None, "server_vad"),
-            (&[("threshold", "0.4")][..], None, "needs \"type\""),
+            (&[("threshold", "0.4")][..], None, "type must be"),
             (
                 &[("type", "server_vad"), ("threshold", "2")][..],
                 None,

@@ -274,55 +274,19 @@ pub(super) fn chunking_strategy(fields: &[(String, String)]) -> Result<Option<Op
     if keys.is_empty() {
         return Ok(None);
     }
-    let mut o = VadOptions {
+    let defaults = crate::realtime::ServerVad {
         threshold: 0.5,
-        min_silence_duration_ms: 200,
-        speech_pad_ms: 300,
+        prefix_padding_ms: 300,
+        silence_duration_ms: 200,
+    };
+    let object = serde_json::Value::Object(keys.into_iter().collect());
+    let t = crate::realtime::server_vad(&object, defaults, "chunking_strategy")?;
+    let o = VadOptions {
+        threshold: t.threshold,
+        min_silence_duration_ms: t.silence_duration_ms,
+        speech_pad_ms: t.prefix_padding_ms,
         ..VadOptions::default()
     };
-    let mut typed = false;
-    for (key, value) in keys {
-        let ms = |v: &serde_json::Value| {
-            v.as_u64()
-                .and_then(|n| u32::try_from(n).ok())
-                .ok_or_else(|| {
-                    Error::invalid_input(format!(
-                        "chunking_strategy.{key} must be a whole number of milliseconds, got {v}"
-                    ))
-                })
-        };
-        match key.as_str() {
-            "type" if value.as_str() == Some("server_vad") => typed = true,
-            "type" => {
-                return Err(Error::invalid_input(format!(
-                    "chunking_strategy.type must be \"server_vad\", got {value}"
-                )))
-            }
-            "threshold" => {
-                o.threshold = value
-                    .as_f64()
-                    .filter(|t| (0.0..=1.0).contains(t))
-                    .ok_or_else(|| {
-                        Error::invalid_input(format!(
-                            "chunking_strategy.threshold must be a number in [0, 1], got {value}"
-                        ))
-                    })?
-            }
-            "silence_duration_ms" => o.min_silence_duration_ms = ms(&value)?,
-            "prefix_padding_ms" => o.speech_pad_ms = ms(&value)?,
-            other => {
-                return Err(Error::invalid_input(format!(
-                    "chunking_strategy has no field {other:?} (type, threshold, \
-                     silence_duration_ms, prefix_padding_ms)"
-                )))
-            }
-        }
-    }
-    if !typed {
-        return Err(Error::invalid_input(
-            "chunking_strategy needs \"type\": \"server_vad\"",
-        ));
-    }
     o.validate()?;
     Ok(Some(Some(o)))
 }

@@ -87,11 +87,7 @@ impl State {
 
     fn deltas(&mut self, segments: &[Segment]) {
         for s in segments {
-            let text = if self.sent == 0 {
-                s.text.trim_start()
-            } else {
-                s.text.as_str()
-            };
+            let text = crate::format::delta_text(s, self.sent == 0);
             let index = self.sent;
             self.sent += 1;
             match &mut self.diarized {
