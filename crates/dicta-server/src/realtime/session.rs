@@ -24,6 +24,7 @@ const MIN_COMMIT: u64 = RATE / 10;
 /// Audio kept before the speech while nobody speaks, beyond the prefix padding: the detector
 /// reports a start some windows after it.
 const KEEP_QUIET: u64 = 2 * RATE;
+
 /// Event ids, unique in the process.
 fn event_id() -> String {
     static NEXT: AtomicU64 = AtomicU64::new(1);
