@@ -201,7 +201,11 @@ impl Realtime {
         let default_model = state.model.clone();
         // Turn detection is on where the default model's backend has a detector.
         let turn = ServerVad::default();
-        let detector = state.models[0].1.open_turn_detector(&turn.options()).ok();
+        let detector = state
+            .model(None)?
+            .1
+            .open_turn_detector(&turn.options())
+            .ok();
         let settings = Settings {
             format: Format::Pcm,
             model: default_model,
@@ -258,8 +262,7 @@ impl Realtime {
             }
             "input_audio_buffer.commit" => self.commit(),
             "input_audio_buffer.clear" => {
-                self.buffer_start += self.buffer.len() as u64;
-                self.buffer.clear();
+                self.drop_buffer();
                 self.item = None;
                 Ok(vec![event("input_audio_buffer.cleared", json!({}))])
             }
@@ -365,12 +368,7 @@ impl Realtime {
                 let from = (self.detector_base + start)
                     .saturating_sub(pad)
                     .max(self.buffer_start);
-                self.items += 1;
-                let id = format!(
-                    "item_{}_{}",
-                    self.id.trim_start_matches("sess_"),
-                    self.items
-                );
+                let id = self.next_item_id();
                 out.push(event(
                     "input_audio_buffer.speech_started",
                     json!({"audio_start_ms": ms(from), "item_id": id}),
@@ -418,32 +416,41 @@ impl Realtime {
         )
     }
 
+    /// The next item's id (`item_<session>_<n>`).
+    fn next_item_id(&mut self) -> String {
+        self.items += 1;
+        format!(
+            "item_{}_{}",
+            self.id.trim_start_matches("sess_"),
+            self.items
+        )
+    }
+
+    /// Empties the input buffer; the session's positions go on.
+    fn drop_buffer(&mut self) {
+        self.buffer_start += self.buffer.len() as u64;
+        self.buffer.clear();
+    }
+
     /// `input_audio_buffer.commit`: the buffer (from the start of the speech being heard, if
     /// any) as an item.
     fn commit(&mut self) -> Result<Vec<Value>> {
         let end = self.buffer_start + self.buffer.len() as u64;
-        let (id, from) = match self.item.take() {
-            Some(item) => (item.id, item.from),
-            None => {
-                self.items += 1;
-                let id = format!(
-                    "item_{}_{}",
-                    self.id.trim_start_matches("sess_"),
-                    self.items
-                );
-                (id, self.buffer_start)
-            }
-        };
+        let from = self.item.as_ref().map_or(self.buffer_start, |i| i.from);
+        // Checked before anything moves: a refused commit leaves the speech being heard as it was.
         if end.saturating_sub(from) < MIN_COMMIT {
             return Err(Error::invalid_input(format!(
                 "the input audio buffer holds {} ms; a commit needs at least 100 ms",
                 end.saturating_sub(from) * 1000 / RATE
             )));
         }
+        let id = match self.item.take() {
+            Some(item) => item.id,
+            None => self.next_item_id(),
+        };
         let audio = self.take(from, end);
         // The whole buffer went into the item.
-        self.buffer_start += self.buffer.len() as u64;
-        self.buffer.clear();
+        self.drop_buffer();
         let out = vec![self.committed(&id)];
         self.transcribe(id, audio);
         Ok(out)
