@@ -239,3 +239,46 @@ fn stream_bench_reports_partials_and_finals() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `--endpoint realtime`: OpenAI Realtime sessions, turns found by the server's detector (and,
+/// on a server without one, the buffer committed by hand), every item's transcript collected.
+#[test]
+fn realtime_bench_transcribes_each_session() {
+    let (Some(model), Some(vad)) = (model_dir(), common::vad_dir()) else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("dicta-bench-realtime-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let manifest = three_clip_manifest(&dir, "tiny.jsonl");
+    let vad_arg = format!("--serve-arg=--vad-model={}", vad.display());
+    for serve_arg in [vad_arg.as_str(), "--serve-arg=--no-vad"] {
+        let doc = bench(
+            &model,
+            &dir,
+            &manifest,
+            &[
+                "--endpoint",
+                "realtime",
+                "--realtime",
+                "0",
+                "--chunk-ms",
+                "200",
+                "--warmup",
+                "0",
+                serve_arg,
+            ],
+        );
+        let row = &doc["rows"][0];
+        let texts = check_row(row);
+        assert_eq!(row["endpoint"], "realtime");
+        assert!(
+            texts[0].1.to_lowercase().contains("your country"),
+            "{serve_arg}: {texts:?}"
+        );
+        for r in row["requests"].as_array().unwrap() {
+            assert_eq!(r["http_status"], 101, "{r}");
+            assert!(f(&r["finalize_s"]) <= f(&r["latency_s"]), "{r}");
+        }
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

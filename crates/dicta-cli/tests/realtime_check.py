@@ -12,7 +12,10 @@ with a voice activity detector (tests/serve_vad.rs):
 - without turn detection `input_audio_buffer.commit` commits the buffer by hand, an empty
   commit and bad base64 are error events, and the session goes on;
 - with `--no-detector` (a server started with `--no-vad`): no turn detection by default, and
-  asking for `server_vad` is an error event.
+  asking for `server_vad` is an error event;
+- with `--api-key`: the SDK's `Authorization` header opens a session, and so does a browser's
+  handshake (`websockets` offering OpenAI's subprotocols `realtime` and
+  `openai-insecure-api-key.<key>`, answered with `realtime`); a wrong key or none is a 401.
 
 Exits non-zero on the first failed check.
 """
@@ -72,15 +75,40 @@ def events_until(conn, done, what):
     return out
 
 
+def browser_handshake(base, key):
+    """A browser's `new WebSocket(url, ["realtime", "openai-insecure-api-key." + key])`."""
+    import json
+
+    from websockets.exceptions import InvalidStatus
+    from websockets.sync.client import connect
+
+    url = base.replace("http://", "ws://") + "/v1/realtime?intent=transcription"
+    with connect(url, subprotocols=["realtime", f"openai-insecure-api-key.{key}"]) as ws:
+        created = json.loads(ws.recv(timeout=30))
+        check(created["type"] == "session.created" and ws.subprotocol == "realtime",
+              f"the key as OpenAI's browser subprotocol: {created['type']}, protocol {ws.subprotocol}")
+    for what, protocols in [("a wrong key", ["realtime", f"openai-insecure-api-key.{key}x"]),
+                            ("no key", ["realtime"])]:
+        try:
+            with connect(url, subprotocols=protocols):
+                status = 101
+        except InvalidStatus as e:
+            status = e.response.status_code
+        check(status == 401, f"{what}: 401 ({status})")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--base", required=True, help="http://host:port of a server with --vad-model")
     ap.add_argument("--audio", nargs=2, help="two 16 kHz mono WAV utterances")
     ap.add_argument("--expect", nargs=2, help="the CLI's text of each")
     ap.add_argument("--no-detector", action="store_true", help="the server has no VAD")
+    ap.add_argument("--api-key", help="the server's API key")
     a = ap.parse_args()
     signal.alarm(300)  # a server that stops answering fails the check instead of hanging it
-    client = OpenAI(base_url=f"{a.base}/v1", api_key="unused")
+    client = OpenAI(base_url=f"{a.base}/v1", api_key=a.api_key or "unused")
+    if a.api_key:
+        browser_handshake(a.base, a.api_key)
     if a.no_detector:
         with client.realtime.connect(extra_query={"intent": "transcription"}) as conn:
             created = conn.recv()

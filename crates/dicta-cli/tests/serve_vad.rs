@@ -388,7 +388,8 @@ fn websocket_streams_end_utterances_on_silence() {
 
 /// OpenAI's Realtime transcription API with the official SDK (tests/realtime_check.py): turns
 /// detected by the server's VAD become items whose transcripts are the CLI's texts; commits by
-/// hand; errors as events; a server without a detector offers no turn detection.
+/// hand; errors as events; a server without a detector offers no turn detection; the API key in
+/// the header or, from a browser, in OpenAI's subprotocol.
 #[test]
 fn openai_realtime_transcription_sessions() {
     let (Some(model), Some(vad)) = (model_dir(), vad_dir()) else {
@@ -433,10 +434,17 @@ fn openai_realtime_transcription_sessions() {
         .unwrap();
     assert!(status.success(), "realtime check failed");
     assert_eq!(server.terminate(), 0);
-    let server = Server::start(&model, &["--no-vad"]);
+    // With an API key: the SDK's header, and a browser's subprotocols.
+    let server = Server::start(&model, &["--no-vad", "--api-key", "rt-secret"]);
     let status = std::process::Command::new("python3")
         .arg(script)
-        .args(["--base", &server.base, "--no-detector"])
+        .args([
+            "--base",
+            &server.base,
+            "--no-detector",
+            "--api-key",
+            "rt-secret",
+        ])
         .status()
         .unwrap();
     assert!(status.success(), "realtime check without a detector failed");

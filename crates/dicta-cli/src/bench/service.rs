@@ -14,6 +14,7 @@
 //! uploads side by side on one server for that long, its RSS sampled at a fixed interval.
 
 mod client;
+mod realtime;
 mod server;
 mod soak;
 mod summary;
@@ -50,6 +51,9 @@ pub enum Endpoint {
     Raw,
     /// `GET /v1/stream` (WebSocket, binary PCM frames).
     Stream,
+    /// `GET /v1/realtime?intent=transcription` (OpenAI's Realtime API: 24 kHz PCM appends; the
+    /// server's `server_vad` turns, or a commit by hand when it has no detector).
+    Realtime,
 }
 
 /// PCM encoding on the wire (raw and stream endpoints).
@@ -318,9 +322,12 @@ fn spawn_server(args: &ServiceArgs, model: &Path, out: &Path) -> Result<server::
         args.batch_size.to_string(),
         "--beam-size".into(),
         args.beam_size.to_string(),
-        // The load has no vad_filter requests; don't fetch a detector for it.
-        "--no-vad".into(),
     ];
+    if args.endpoint != Endpoint::Realtime {
+        // The load has no vad_filter requests; don't fetch a detector for it. Realtime sessions
+        // detect their turns with it.
+        serve.push("--no-vad".into());
+    }
     if let Some(t) = args.threads {
         serve.extend(["--threads".into(), t.to_string()]);
     }
@@ -338,7 +345,7 @@ fn spawn_server(args: &ServiceArgs, model: &Path, out: &Path) -> Result<server::
     // Each client opens its next stream as soon as the last one is done, which can reach the
     // server before it has let the last one go: with `--max-streams` equal to the clients,
     // that race (not the load) would answer 503. Room for twice the clients measures the load.
-    if matches!(args.endpoint, Endpoint::Stream)
+    if matches!(args.endpoint, Endpoint::Stream | Endpoint::Realtime)
         && !args
             .serve_args
             .iter()
@@ -421,7 +428,8 @@ fn run_workload(
             .into(),
         wire_encoding: matches!(args.endpoint, Endpoint::Raw | Endpoint::Stream)
             .then(|| args.wire_encoding.as_str().to_string()),
-        realtime: (args.endpoint == Endpoint::Stream).then_some(args.realtime == 1),
+        realtime: matches!(args.endpoint, Endpoint::Stream | Endpoint::Realtime)
+            .then_some(args.realtime == 1),
         concurrency: args.concurrency,
         url: cfg.base.clone(),
         spawned: args.url.is_none(),

@@ -1,6 +1,8 @@
 //! OpenAI's Realtime API for transcription: `GET /v1/realtime?intent=transcription`, a
 //! WebSocket as the `openai` SDK opens it (`client.realtime.connect(extra_query={"intent":
-//! "transcription"})`), with the same API key as every other route.
+//! "transcription"})`), with the same API key as every other route: `Authorization: Bearer`, or
+//! from a browser, OpenAI's subprotocols `["realtime", "openai-insecure-api-key.<key>"]` (the
+//! answer chooses `realtime`).
 //!
 //! The conversation (OpenAI's event names and shapes):
 //!
@@ -81,6 +83,8 @@ pub(crate) async fn upgrade(
         )
     })?;
     Ok(ws
+        // A browser offers `realtime` beside the key's subprotocol and needs one chosen.
+        .protocols(["realtime"])
         .max_message_size(MAX_MESSAGE_BYTES)
         .on_upgrade(move |socket| session::serve(s, socket, id.0, permit)))
 }

@@ -303,7 +303,9 @@ async fn gate(State(s): State<Shared>, req: Request, next: Next) -> Result<Respo
 /// Whether the request carries the API key (always, without one): `Authorization: Bearer
 /// <key>`, the scheme matched case-insensitively as RFC 9110 says. Browsers cannot set headers
 /// on a WebSocket, so `/v1/stream` also takes the key as the subprotocol `dicta.bearer.<key>`
-/// (`new WebSocket(url, ["dicta", "dicta.bearer." + key])`) or the query parameter `api_key`.
+/// (`new WebSocket(url, ["dicta", "dicta.bearer." + key])`) or the query parameter `api_key`,
+/// and `/v1/realtime` as OpenAI's browser subprotocol `openai-insecure-api-key.<key>`
+/// (`new WebSocket(url, ["realtime", "openai-insecure-api-key." + key])`).
 fn authorized(cfg: &ServerConfig, headers: &axum::http::HeaderMap, uri: &Uri) -> bool {
     let Some(key) = &cfg.api_key else {
         return true;
@@ -320,21 +322,26 @@ fn authorized(cfg: &ServerConfig, headers: &axum::http::HeaderMap, uri: &Uri) ->
     if given.is_some_and(same) {
         return true;
     }
-    if uri.path() != "/v1/stream" {
-        return false;
-    }
+    let prefix = match uri.path() {
+        "/v1/stream" => STREAM_KEY_PROTOCOL,
+        "/v1/realtime" => REALTIME_KEY_PROTOCOL,
+        _ => return false,
+    };
     let by_protocol = headers
         .get_all(header::SEC_WEBSOCKET_PROTOCOL)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
-        .filter_map(|p| p.trim().strip_prefix(STREAM_KEY_PROTOCOL))
+        .filter_map(|p| p.trim().strip_prefix(prefix))
         .any(same);
-    by_protocol || stream::query_key(uri).is_some_and(|k| same(&k))
+    by_protocol
+        || (prefix == STREAM_KEY_PROTOCOL && stream::query_key(uri).is_some_and(|k| same(&k)))
 }
 
-/// Prefix of the WebSocket subprotocol that carries the API key.
+/// Prefix of the WebSocket subprotocol that carries the API key on `/v1/stream`.
 const STREAM_KEY_PROTOCOL: &str = "dicta.bearer.";
+/// Prefix of the one that carries it on `/v1/realtime` (OpenAI's, for browsers).
+const REALTIME_KEY_PROTOCOL: &str = "openai-insecure-api-key.";
 
 /// Most bytes read and dropped from a refused request's body before answering.
 const LINGER_BYTES: usize = 256 << 20;

@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::{self, Message};
 
+use super::realtime::RealtimeAudio;
 use super::summary::{Outcome, RequestRecord};
 use super::{Endpoint, WireEncoding};
 use crate::bench::workload::{item_path, WorkloadItem};
@@ -46,6 +47,8 @@ enum Body {
     Pcm(Bytes),
     /// WebSocket frames of `chunk` audio each.
     Frames(Vec<Bytes>),
+    /// A Realtime session's append events.
+    Realtime(RealtimeAudio),
 }
 
 /// How the clients talk to the server.
@@ -94,6 +97,9 @@ pub fn prepare(
                     Body::Json(serde_json::to_vec(&body)?.into())
                 }
                 Endpoint::Raw => Body::Pcm(pcm(&samples, cfg.encoding).into()),
+                Endpoint::Realtime => {
+                    Body::Realtime(super::realtime::prepare(&samples, cfg.chunk)?)
+                }
                 Endpoint::Stream => {
                     let per = (cfg.chunk.as_secs_f64() * dicta_audio::SAMPLE_RATE as f64).round();
                     Body::Frames(
@@ -234,6 +240,7 @@ async fn one(http: &reqwest::Client, cfg: &ClientConfig, p: &Prepared) -> Reques
             ])
             .body(body.clone()),
         Body::Frames(frames) => return stream(cfg, p, frames).await,
+        Body::Realtime(audio) => return super::realtime::session(cfg, p, audio).await,
     };
     let req = match &cfg.api_key {
         Some(k) => req.bearer_auth(k),
@@ -300,7 +307,7 @@ async fn stream(cfg: &ClientConfig, p: &Prepared, frames: &[Bytes]) -> RequestRe
             Err(e),
         )
     };
-    let ws = match connect(cfg).await {
+    let ws = match connect(cfg, "/v1/stream?language=en").await {
         Ok(ws) => ws,
         Err((status, e)) => {
             let mut rec = fail(status, e);
@@ -370,13 +377,14 @@ async fn stream(cfg: &ClientConfig, p: &Prepared, frames: &[Bytes]) -> RequestRe
 pub type Socket =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
-/// Opens `GET /v1/stream` with the key as a bearer header; on failure, the HTTP status of a
-/// refused upgrade (if any) and what went wrong.
-pub async fn connect(cfg: &ClientConfig) -> std::result::Result<Socket, (Option<u16>, String)> {
-    let url = format!(
-        "{}/v1/stream?language=en",
-        cfg.base.replacen("http", "ws", 1)
-    );
+/// Opens the WebSocket at `route` (path and query, e.g. `/v1/stream?language=en`) with the key
+/// as a bearer header; on failure, the HTTP status of a refused upgrade (if any) and what went
+/// wrong.
+pub async fn connect(
+    cfg: &ClientConfig,
+    route: &str,
+) -> std::result::Result<Socket, (Option<u16>, String)> {
+    let url = format!("{}{route}", cfg.base.replacen("http", "ws", 1));
     let mut request = url
         .as_str()
         .into_client_request()

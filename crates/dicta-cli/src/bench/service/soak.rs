@@ -272,7 +272,7 @@ async fn stream_client(
     let mut next = first;
     let fail = |e: String| tally.lock().expect("tally lock").stream_failed(e);
     while !stop.load(Ordering::Relaxed) {
-        let (mut tx, mut rx) = match client::connect(cfg).await {
+        let (mut tx, mut rx) = match client::connect(cfg, "/v1/stream?language=en").await {
             Ok(ws) => ws.split(),
             Err((_, e)) => {
                 fail(e);

@@ -52,7 +52,8 @@ pub struct RequestRecord {
     pub latency_s: f64,
     /// Streams: from the first byte sent to the first partial result.
     pub first_partial_s: Option<f64>,
-    /// Streams: from the end-of-audio message to the last final result.
+    /// Streams: from the end-of-audio message to the last final result; realtime sessions: from
+    /// the end of the audio to the last transcript.
     pub finalize_s: Option<f64>,
     /// Streams: partial results received.
     pub partials: Option<usize>,
@@ -201,7 +202,7 @@ pub struct ServiceRow {
     /// Always `service`.
     pub harness: &'static str,
     pub workload: String,
-    /// `openai`, `transcribe`, `raw` or `stream`.
+    /// `openai`, `transcribe`, `raw`, `stream` or `realtime`.
     pub endpoint: String,
     /// Raw and stream bodies: `i16_le` or `f32_le`.
     pub wire_encoding: Option<String>,
