@@ -4,7 +4,8 @@ extra_query={"intent": "transcription"})`, which needs `websockets`) against a r
 with a voice activity detector (tests/serve_vad.rs):
 
 - `session.created` is a transcription session with `server_vad` turn detection; `session.update`
-  answers `session.updated` with the new settings, and refuses `semantic_vad` with an error event;
+  answers `session.updated` with the new settings (`near_field` noise reduction among them: the
+  turns below are found on cleaned audio), and refuses `semantic_vad` with an error event;
 - two utterances with pauses, appended as 24 kHz PCM faster than real time, become two items:
   `speech_started` (at the speech, less the prefix padding) → `speech_stopped` → `committed`
   (the second naming the first as its previous item) → deltas that make the `completed`
@@ -135,6 +136,10 @@ def main():
             "turn_detection": {"type": "semantic_vad"}}}})
         e = conn.recv()
         check(e.type == "error" and "semantic_vad" in e.error.message, "semantic_vad: an error event")
+        conn.session.update(session={"type": "transcription", "audio": {"input": {
+            "noise_reduction": {"type": "studio"}}}})
+        e = conn.recv()
+        check(e.type == "error" and "near_field" in e.error.message, "an unknown noise_reduction: an error event")
         conn.session.update(session={
             "type": "transcription",
             "audio": {"input": {
@@ -143,12 +148,15 @@ def main():
                 # Longer than the pauses inside an utterance, shorter than the gaps between.
                 "turn_detection": {"type": "server_vad", "threshold": 0.5, "prefix_padding_ms": 300,
                                    "silence_duration_ms": 1200},
+                # OpenAI's documented example asks for it: the detector hears cleaned audio.
+                "noise_reduction": {"type": "near_field"},
             }},
             "include": ["item.input_audio_transcription.logprobs"],
         })
         e = conn.recv()
         check(e.type == "session.updated" and e.session.audio.input.transcription.language == "en"
-              and e.session.audio.input.turn_detection.silence_duration_ms == 1200,
+              and e.session.audio.input.turn_detection.silence_duration_ms == 1200
+              and e.session.audio.input.noise_reduction.type == "near_field",
               f"session.updated carries the new settings ({e.type})")
 
         # Two utterances with pauses: two items, each heard, committed and transcribed.

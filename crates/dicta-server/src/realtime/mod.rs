@@ -12,8 +12,10 @@
 //!    `prefix_padding_ms` 300 and `silence_duration_ms` 500 when the server has a voice
 //!    activity detector, else `null`) and `include`.
 //! 2. `session.update` changes any of those (answered by `session.updated` with the whole
-//!    session); `semantic_vad`, noise reduction and fields Dicta does not know are refused with
-//!    an `error` event, the session unchanged.
+//!    session) and `audio.input.noise_reduction` (`near_field` / `far_field`: RNNoise on the
+//!    audio the turn detector hears; the model hears the audio as it came, which it transcribes
+//!    better); `semantic_vad` and fields Dicta does not know are refused with an `error` event,
+//!    the session unchanged.
 //! 3. `input_audio_buffer.append` (`audio`: base64) adds audio to the input buffer. With
 //!    `server_vad` the detector ([`crate::backend::TurnDetector`]) answers
 //!    `input_audio_buffer.speech_started` (`audio_start_ms`, which includes the prefix padding)

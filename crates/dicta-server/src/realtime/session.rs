@@ -15,6 +15,7 @@ use crate::audio::{AudioFormat, Payload, RawInput};
 use crate::backend::{RequestOptions, SegmentSink, TurnDetector, TurnEvent};
 use crate::pipeline::TranscribeRequest;
 use crate::routes::Shared;
+use crate::stream::denoise::Denoiser;
 use crate::stream::resample::StreamResampler;
 
 use super::settings::{Format, ServerVad, Settings, MAX_ITEM_SECONDS, RATE};
@@ -66,6 +67,8 @@ struct Realtime {
     id: String,
     settings: Settings,
     resampler: StreamResampler,
+    /// Noise reduction of the 16 kHz audio the detector hears.
+    denoiser: Option<Denoiser>,
     /// Opened with the settings' turn detection (and again when it changes).
     detector: Option<Box<dyn TurnDetector>>,
     /// The session sample at the detector's position 0.
@@ -212,10 +215,12 @@ impl Realtime {
             language: None,
             prompt: String::new(),
             turn_detection: detector.is_some().then_some(turn),
+            noise_reduction: None,
             logprobs: false,
         };
         Ok(Self {
             resampler: StreamResampler::new(settings.format.rate())?,
+            denoiser: None,
             state,
             id,
             settings,
@@ -297,6 +302,9 @@ impl Realtime {
         if next.format != self.settings.format {
             self.resampler = StreamResampler::new(next.format.rate())?;
         }
+        if next.noise_reduction.is_some() != self.settings.noise_reduction.is_some() {
+            self.denoiser = next.noise_reduction.map(|_| Denoiser::new()).transpose()?;
+        }
         self.settings = next;
         Ok(vec![event(
             "session.updated",
@@ -330,18 +338,33 @@ impl Realtime {
         }
         self.seconds += seconds;
         self.state.metrics.stream_audio_seconds.inc_by(seconds);
-        self.buffer.extend_from_slice(&samples);
-        let Some(mut detector) = self.detector.take() else {
+        if self.detector.is_none() {
+            // Noise reduction serves the detector only.
+            self.buffer.extend_from_slice(&samples);
             return Ok(Vec::new());
-        };
+        }
+        // The network passes run off the runtime's threads.
+        let (mut denoiser, mut detector) = (self.denoiser.take(), self.detector.take());
+        self.buffer.extend_from_slice(&samples);
+        // The detector hears the cleaned audio (aligned with the buffer, a little later); the
+        // model hears the audio as it came, which it transcribes better (see the README).
         let joined = tokio::task::spawn_blocking(move || {
-            let turns = detector.push(&samples);
-            (detector, turns)
+            let turns = match &mut denoiser {
+                Some(d) => d.push(&samples).and_then(|clean| match &mut detector {
+                    Some(det) => det.push(&clean),
+                    None => Ok(Vec::new()),
+                }),
+                None => match &mut detector {
+                    Some(det) => det.push(&samples),
+                    None => Ok(Vec::new()),
+                },
+            };
+            (denoiser, detector, turns)
         })
         .await;
-        let (detector, turns) =
-            joined.map_err(|e| Error::internal(format!("the turn detector failed: {e}")))?;
-        self.detector = Some(detector);
+        let (denoiser, detector, turns) =
+            joined.map_err(|e| Error::internal(format!("the audio pipeline failed: {e}")))?;
+        (self.denoiser, self.detector) = (denoiser, detector);
         let mut out = Vec::new();
         for turn in turns? {
             self.turn(turn, &mut out);

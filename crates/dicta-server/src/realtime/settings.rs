@@ -113,7 +113,26 @@ pub(super) struct Settings {
     pub(super) language: Option<String>,
     pub(super) prompt: String,
     pub(super) turn_detection: Option<ServerVad>,
+    /// `noise_reduction`: `near_field` or `far_field` (both run RNNoise; the name is echoed).
+    pub(super) noise_reduction: Option<NoiseReduction>,
     pub(super) logprobs: bool,
+}
+
+/// `audio.input.noise_reduction.type`. OpenAI tunes its filter to the microphone; Dicta runs one
+/// noise suppressor (RNNoise) for both, trained on speech captured both ways.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum NoiseReduction {
+    NearField,
+    FarField,
+}
+
+impl NoiseReduction {
+    fn name(self) -> &'static str {
+        match self {
+            Self::NearField => "near_field",
+            Self::FarField => "far_field",
+        }
+    }
 }
 
 impl Settings {
@@ -132,7 +151,7 @@ impl Settings {
                 "transcription": {"model": self.model, "language": self.language,
                                   "prompt": self.prompt},
                 "turn_detection": turn,
-                "noise_reduction": null,
+                "noise_reduction": self.noise_reduction.map(|n| json!({"type": n.name()})),
             }},
             "include": if self.logprobs { json!([LOGPROBS]) } else { json!([]) },
         })
@@ -255,11 +274,18 @@ impl Settings {
                     self.turn_detection =
                         Some(server_vad(value, ServerVad::default(), "turn_detection")?)
                 }
-                "noise_reduction" if value.is_null() => {}
+                "noise_reduction" if value.is_null() => self.noise_reduction = None,
                 "noise_reduction" => {
-                    return Err(Error::invalid_input(
-                        "noise_reduction is not supported (set it to null)",
-                    ))
+                    self.noise_reduction = match value.get("type").and_then(Value::as_str) {
+                        Some("near_field") => Some(NoiseReduction::NearField),
+                        Some("far_field") => Some(NoiseReduction::FarField),
+                        _ => {
+                            return Err(Error::invalid_input(format!(
+                                "session.audio.input.noise_reduction.type must be near_field \
+                                 or far_field (or noise_reduction null), got {value}"
+                            )))
+                        }
+                    }
                 }
                 other => {
                     return Err(Error::invalid_input(format!(

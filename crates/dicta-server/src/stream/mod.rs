@@ -40,6 +40,7 @@
 //! pool; a socket handles one message at a time, which also paces a client that sends faster
 //! than the model decodes (TCP backpressure).
 
+pub(crate) mod denoise;
 pub(crate) mod load;
 pub(crate) mod protocol;
 pub(crate) mod resample;

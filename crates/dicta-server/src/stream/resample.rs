@@ -26,10 +26,11 @@ const MARGIN: u64 = 256;
 /// one (exotic rates such as 44 101 Hz) would keep the whole stream buffered.
 const MAX_STEP: u64 = 1000;
 
-/// Turns blocks at `from` Hz into 16 kHz samples as they arrive.
+/// Turns blocks at `from` Hz into 16 kHz samples (or another rate) as they arrive.
 #[derive(Debug)]
 pub(crate) struct StreamResampler {
     from: u32,
+    to: u32,
     /// Reduced ratio: one output step is `p / q` input samples.
     p: u64,
     q: u64,
@@ -47,21 +48,32 @@ impl StreamResampler {
     /// A resampler from `from` Hz. Errors (`InvalidInput`) for rates outside 1 kHz..=384 kHz or
     /// whose ratio to 16 kHz cannot be streamed without unbounded buffering.
     pub fn new(from: u32) -> Result<Self> {
+        Self::between(from, SAMPLE_RATE)
+    }
+
+    /// A resampler from `from` Hz to `to` Hz (same limits on both).
+    pub fn between(from: u32, to: u32) -> Result<Self> {
+        if !(1_000..=384_000).contains(&to) {
+            return Err(Error::invalid_input(format!(
+                "an output rate must be between 1000 and 384000 Hz, got {to}"
+            )));
+        }
         if !(1_000..=384_000).contains(&from) {
             return Err(Error::invalid_input(format!(
                 "sample_rate must be between 1000 and 384000 Hz, got {from}"
             )));
         }
-        let g = gcd(u64::from(from), u64::from(SAMPLE_RATE));
-        let (p, q) = (u64::from(from) / g, u64::from(SAMPLE_RATE) / g);
+        let g = gcd(u64::from(from), u64::from(to));
+        let (p, q) = (u64::from(from) / g, u64::from(to) / g);
         if p > MAX_STEP {
             return Err(Error::invalid_input(format!(
-                "sample_rate {from} Hz cannot be streamed (its ratio to 16000 Hz is {p}/{q}); \
+                "sample_rate {from} Hz cannot be streamed (its ratio to {to} Hz is {p}/{q}); \
                  use a common rate such as 8000, 16000, 22050, 24000, 32000, 44100 or 48000"
             )));
         }
         Ok(Self {
             from,
+            to,
             p,
             q,
             buf: Vec::new(),
@@ -71,9 +83,9 @@ impl StreamResampler {
         })
     }
 
-    /// Adds a block; returns the 16 kHz samples that are now final.
+    /// Adds a block; returns the output samples that are now final.
     pub fn push(&mut self, samples: &[f32]) -> Result<Vec<f32>> {
-        if self.from == SAMPLE_RATE {
+        if self.from == self.to {
             return Ok(samples.to_vec());
         }
         self.buf.extend_from_slice(samples);
@@ -97,10 +109,10 @@ impl StreamResampler {
     /// Ends the stream: returns the remaining samples (the tail is filtered against zeros, as
     /// the one-shot resampler does) and starts over for the next stream.
     pub fn finish(&mut self) -> Result<Vec<f32>> {
-        let out = if self.from == SAMPLE_RATE {
+        let out = if self.from == self.to {
             Vec::new()
         } else {
-            let total = output_len(self.received as usize, self.from, SAMPLE_RATE) as u64;
+            let total = output_len(self.received as usize, self.from, self.to) as u64;
             self.emit_until(total)?
         };
         self.buf.clear();
@@ -113,7 +125,7 @@ impl StreamResampler {
         if until <= self.emitted {
             return Ok(Vec::new());
         }
-        let block = resample(&self.buf, self.from, SAMPLE_RATE)?;
+        let block = resample(&self.buf, self.from, self.to)?;
         let offset = self.base / self.p * self.q;
         let lo = ((self.emitted - offset) as usize).min(block.len());
         let hi = ((until - offset) as usize).min(block.len());
@@ -175,6 +187,22 @@ mod tests {
                     "{rate} Hz, blocks {sizes:?}: max diff {worst}"
                 );
             }
+        }
+    }
+
+    /// Upsampling (16 kHz to 48 kHz, as the noise reduction runs) composes the same way.
+    #[test]
+    fn upsampling_blocks_match_one_shot_resampling() {
+        let input = signal(16_000 + 333, 16_000);
+        let whole = resample(&input, 16_000, 48_000).unwrap();
+        for size in [7usize, 160, 333, 20_000] {
+            let mut r = StreamResampler::between(16_000, 48_000).unwrap();
+            let mut out = Vec::new();
+            for block in input.chunks(size) {
+                out.extend(r.push(block).unwrap());
+            }
+            out.extend(r.finish().unwrap());
+            assert_eq!(out, whole, "blocks of {size}");
         }
     }
 
