@@ -44,6 +44,23 @@ fn bench(model: &Path, dir: &Path, manifest: &Path, extra: &[&str]) -> Value {
     serde_json::from_str(&text).unwrap()
 }
 
+/// A WebSocket endpoint's arguments: frames of 200 ms as fast as the socket takes them (the
+/// tests measure nothing, they check counts and texts), no warm-up, then `extra`.
+fn socket_args<'a>(endpoint: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "--endpoint",
+        endpoint,
+        "--realtime",
+        "0",
+        "--chunk-ms",
+        "200",
+        "--warmup",
+        "0",
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
 fn f(v: &Value) -> f64 {
     v.as_f64()
         .unwrap_or_else(|| panic!("expected a number, got {v}"))
@@ -203,21 +220,7 @@ fn stream_bench_reports_partials_and_finals() {
     std::fs::create_dir_all(&dir).unwrap();
     let manifest = three_clip_manifest(&dir, "tiny.jsonl");
     // As fast as the socket takes the frames: the test measures nothing, it checks the counts.
-    let doc = bench(
-        &model,
-        &dir,
-        &manifest,
-        &[
-            "--endpoint",
-            "stream",
-            "--realtime",
-            "0",
-            "--chunk-ms",
-            "200",
-            "--warmup",
-            "0",
-        ],
-    );
+    let doc = bench(&model, &dir, &manifest, &socket_args("stream", &[]));
     let row = &doc["rows"][0];
     let texts = check_row(row);
     assert_eq!(
@@ -256,17 +259,7 @@ fn realtime_bench_transcribes_each_session() {
             &model,
             &dir,
             &manifest,
-            &[
-                "--endpoint",
-                "realtime",
-                "--realtime",
-                "0",
-                "--chunk-ms",
-                "200",
-                "--warmup",
-                "0",
-                serve_arg,
-            ],
+            &socket_args("realtime", &[serve_arg]),
         );
         let row = &doc["rows"][0];
         let texts = check_row(row);

@@ -210,10 +210,12 @@ def main():
               "committed items chain by previous_item_id")
 
         # By hand: no turn detection, a commit, an empty commit, bad base64.
-        conn.session.update(session={"type": "transcription", "audio": {"input": {"turn_detection": None}}})
+        conn.session.update(session={"type": "transcription", "audio": {"input": {
+            "turn_detection": None, "noise_reduction": None}}})
         e = conn.recv()
-        check(e.type == "session.updated" and e.session.audio.input.turn_detection is None,
-              "turn detection off")
+        check(e.type == "session.updated" and e.session.audio.input.turn_detection is None
+              and e.session.audio.input.noise_reduction is None,
+              "turn detection and noise reduction off")
         append_all(conn, clips[0])
         conn.input_audio_buffer.commit()
         evs = events_until(conn, lambda es: any(x.type.endswith(".completed") for x in es), "a commit by hand")
