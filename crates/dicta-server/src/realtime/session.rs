@@ -289,21 +289,29 @@ impl Realtime {
             .model(next.resident_model().as_deref())?
             .1
             .clone();
-        if next.turn_detection != self.settings.turn_detection || next.model != self.settings.model
+        let resampler = (next.format != self.settings.format)
+            .then(|| StreamResampler::new(next.format.rate()))
+            .transpose()?;
+        if next.turn_detection != self.settings.turn_detection
+            || next.model != self.settings.model
+            || next.noise_reduction.is_some() != self.settings.noise_reduction.is_some()
         {
-            // A new detector starts at the session's current position.
-            self.detector = match next.turn_detection {
+            // A new detector (and its noise reduction, which it alone hears) starts at the
+            // session's current position, so that both count samples from there.
+            let detector = match next.turn_detection {
                 Some(t) => Some(backend.open_turn_detector(&t.options())?),
                 None => None,
             };
+            self.denoiser = match (&detector, next.noise_reduction) {
+                (Some(_), Some(_)) => Some(Denoiser::new()?),
+                _ => None,
+            };
+            self.detector = detector;
             self.detector_base = self.buffer_start + self.buffer.len() as u64;
             self.item = None;
         }
-        if next.format != self.settings.format {
-            self.resampler = StreamResampler::new(next.format.rate())?;
-        }
-        if next.noise_reduction.is_some() != self.settings.noise_reduction.is_some() {
-            self.denoiser = next.noise_reduction.map(|_| Denoiser::new()).transpose()?;
+        if let Some(r) = resampler {
+            self.resampler = r;
         }
         self.settings = next;
         Ok(vec![event(
@@ -338,33 +346,25 @@ impl Realtime {
         }
         self.seconds += seconds;
         self.state.metrics.stream_audio_seconds.inc_by(seconds);
-        if self.detector.is_none() {
-            // Noise reduction serves the detector only.
-            self.buffer.extend_from_slice(&samples);
-            return Ok(Vec::new());
-        }
-        // The network passes run off the runtime's threads.
-        let (mut denoiser, mut detector) = (self.denoiser.take(), self.detector.take());
         self.buffer.extend_from_slice(&samples);
-        // The detector hears the cleaned audio (aligned with the buffer, a little later); the
-        // model hears the audio as it came, which it transcribes better (see the README).
+        let Some(mut detector) = self.detector.take() else {
+            return Ok(Vec::new());
+        };
+        // The detector hears the cleaned audio when noise reduction is on (aligned with the
+        // buffer, a little later); the model hears the audio as it came, which it transcribes
+        // better (README). Both networks run off the runtime's threads.
+        let mut denoiser = self.denoiser.take();
         let joined = tokio::task::spawn_blocking(move || {
             let turns = match &mut denoiser {
-                Some(d) => d.push(&samples).and_then(|clean| match &mut detector {
-                    Some(det) => det.push(&clean),
-                    None => Ok(Vec::new()),
-                }),
-                None => match &mut detector {
-                    Some(det) => det.push(&samples),
-                    None => Ok(Vec::new()),
-                },
+                Some(d) => d.push(&samples).and_then(|clean| detector.push(&clean)),
+                None => detector.push(&samples),
             };
             (denoiser, detector, turns)
         })
         .await;
         let (denoiser, detector, turns) =
-            joined.map_err(|e| Error::internal(format!("the audio pipeline failed: {e}")))?;
-        (self.denoiser, self.detector) = (denoiser, detector);
+            joined.map_err(|e| Error::internal(format!("the turn detector failed: {e}")))?;
+        (self.denoiser, self.detector) = (denoiser, Some(detector));
         let mut out = Vec::new();
         for turn in turns? {
             self.turn(turn, &mut out);

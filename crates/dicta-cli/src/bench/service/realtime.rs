@@ -197,9 +197,6 @@ async fn run(
     let chunk = cfg.chunk;
     let mut ended = 0.0;
     for (k, msg) in audio.appends.iter().chain(tail).enumerate() {
-        if k == audio.appends.len() {
-            ended = start.elapsed().as_secs_f64();
-        }
         if cfg.realtime {
             let due = start + chunk * k as u32;
             // Read what arrives while waiting for the next chunk's time.
@@ -209,6 +206,10 @@ async fn run(
                     r = next(rx, start, items) => r?,
                 }
             }
+        }
+        if k == audio.appends.len() {
+            // The input's audio is over (paced: its last chunk's time has passed).
+            ended = start.elapsed().as_secs_f64();
         }
         tx.send(Message::text(msg.clone()))
             .await
