@@ -119,7 +119,7 @@ pub(super) struct Settings {
 }
 
 /// `audio.input.noise_reduction.type`. OpenAI tunes its filter to the microphone; Dicta runs one
-/// noise suppressor (RNNoise) for both, trained on speech captured both ways.
+/// noise suppressor (RNNoise) for both and echoes the name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum NoiseReduction {
     NearField,
