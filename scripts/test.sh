@@ -32,6 +32,31 @@ DICTA_FUZZ_SEED="${DICTA_FUZZ_SEED:-1}" DICTA_FUZZ_SECONDS="${DICTA_FUZZ_SECONDS
 # `--workspace` keeps the workspace's features: `-p dicta-models` alone rebuilt dependencies (2 min).
 DICTA_NO_AVX512=1 cargo test --workspace --release --test whisper_int8 -- --include-ignored
 
+# The model kernels on a CPU without AVX-512, for real: QEMU's EPYC-Milan model (Zen 3: AVX2, FMA, F16C; QEMU
+# implements no AVX-512, so one such instruction stops the test) runs dicta-models' library tests, every kernel
+# at each level that CPU has and the compute-type rules against its CPUID (the only crate with AVX-512 code);
+# `cpu_without_avx512.rs` runs a whole transcription there.
+if [ "$(uname -m)" = x86_64 ]; then
+    if command -v qemu-x86_64 >/dev/null 2>&1; then
+        # The features turned off are ones QEMU cannot emulate: it drops each with a warning anyway.
+        cpu="EPYC-Milan,-pcid,-invpcid,-rdseed,-sha-ni,-rdpid,-fsrm,-fxsr-opt,-misalignsse,-3dnowprefetch,-osvw"
+        cpu="$cpu,-topoext,-perfctr-core,-clzero,-xsaveerptr,-wbnoinvd,-ibpb,-ibrs,-amd-stibp,-amd-ssbd,-nrip-save"
+        cpu="$cpu,-xsavec,-xsaves"
+        kernels_bin="$(cargo test --workspace --release --lib --no-run --message-format=json 2>/dev/null |
+            python3 -c 'import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("executable") and m["target"]["name"] == "dicta_models":
+        print(m["executable"])')"
+        [ -n "$kernels_bin" ] || { echo "no dicta-models test binary" >&2; exit 1; }
+        echo "dicta-models' library tests under qemu-x86_64 -cpu EPYC-Milan"
+        (cd crates/dicta-models && qemu-x86_64 -cpu "$cpu" "$kernels_bin" -q)
+    elif [ -n "${DICTA_REQUIRE_CLIENTS:-}" ]; then
+        echo "qemu-x86_64 (Debian qemu-user) is missing: the tests on a CPU without AVX-512 cannot run" >&2
+        exit 1
+    fi
+fi
+
 # The wheel below reuses this build only while python/Cargo.toml's feature pins hold.
 ./scripts/feature_pins.sh
 

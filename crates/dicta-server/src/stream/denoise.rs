@@ -29,7 +29,7 @@ pub(crate) struct Denoiser {
     up: StreamResampler,
     down: StreamResampler,
     state: Box<DenoiseState<'static>>,
-    /// 48 kHz samples not yet a whole frame.
+    /// 48 kHz samples not yet a whole frame, already scaled to RNNoise's 16-bit range.
     pending: Vec<f32>,
     /// Output samples still to drop (RNNoise's first frame is its delay).
     skip: usize,
@@ -61,15 +61,15 @@ impl Denoiser {
     /// the previous call's).
     pub fn push(&mut self, samples: &[f32]) -> Result<Vec<f32>> {
         let up = self.up.push(samples)?;
-        self.pending.extend_from_slice(&up);
+        // Scaled on the way in, so that frames go to RNNoise straight from `pending`.
+        self.pending.extend(up.iter().map(|x| x * SCALE));
         let n = DenoiseState::FRAME_SIZE;
         let whole = self.pending.len() / n * n;
         let mut clean = Vec::with_capacity(whole);
         for chunk in self.pending[..whole].chunks_exact(n) {
             // Non-finite samples never reach here (the session's decoders give finite
             // values); RNNoise's state would not recover from one.
-            let input: Vec<f32> = chunk.iter().map(|x| x * SCALE).collect();
-            self.state.process_frame(&mut self.frame, &input);
+            self.state.process_frame(&mut self.frame, chunk);
             clean.extend(self.frame.iter().map(|x| x / SCALE));
         }
         self.pending.drain(..whole);

@@ -183,7 +183,8 @@ pub async fn timed(http: &reqwest::Client, cfg: &ClientConfig, p: &Prepared) -> 
     }
 }
 
-fn record(
+/// A request's record with nothing streamed: `text` is the transcript or the error.
+pub(super) fn record(
     p: &Prepared,
     outcome: Outcome,
     status: Option<u16>,
@@ -485,14 +486,18 @@ impl StreamEvents {
                 }
             }
             Some("done") => self.done = Some(at),
-            Some("error") => {
-                self.error.get_or_insert(format!("server error: {v}"));
-                if let Some(kind) = v["error"]["type"].as_str() {
-                    self.error_kind.get_or_insert(kind.to_string());
-                }
-            }
+            Some("error") => note_error(&mut self.error, &mut self.error_kind, &v),
             _ => {}
         }
+    }
+}
+
+/// Keeps a stream's first server error: the `error` event as text, and its `error.type` (the
+/// first one given).
+pub(super) fn note_error(error: &mut Option<String>, kind: &mut Option<String>, v: &Value) {
+    error.get_or_insert_with(|| format!("server error: {v}"));
+    if let Some(k) = v["error"]["type"].as_str() {
+        kind.get_or_insert_with(|| k.to_string());
     }
 }
 

@@ -19,7 +19,7 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
 
-use super::client::{connect, pcm, ClientConfig, Prepared};
+use super::client::{connect, note_error, pcm, record, ClientConfig, Prepared};
 use super::summary::{Outcome, RequestRecord};
 use super::WireEncoding;
 
@@ -100,14 +100,13 @@ impl Items {
                 self.done.insert(item(), None);
                 self.last_done = Some(at);
                 self.error
-                    .get_or_insert(format!("item failed: {}", v["error"]));
-            }
-            "error" => {
-                self.error.get_or_insert(format!("server error: {v}"));
-                if let Some(kind) = v["error"]["type"].as_str() {
-                    self.error_kind.get_or_insert(kind.to_string());
+                    .get_or_insert_with(|| format!("item failed: {}", v["error"]));
+                // A failed item's kind is its `code` (`overloaded` when the queue was full).
+                if let Some(code) = v["error"]["code"].as_str() {
+                    self.error_kind.get_or_insert_with(|| code.to_string());
                 }
             }
+            "error" => note_error(&mut self.error, &mut self.error_kind, &v),
             _ => {}
         }
     }
@@ -132,47 +131,35 @@ impl Items {
 /// One session: `session.created`, the appends, then the turns' transcripts.
 pub async fn session(cfg: &ClientConfig, p: &Prepared, audio: &RealtimeAudio) -> RequestRecord {
     let start = Instant::now();
-    let mut rec = RequestRecord {
-        id: p.id.clone(),
-        outcome: Outcome::Failed,
-        http_status: Some(101),
-        audio_seconds: p.audio_seconds,
-        latency_s: 0.0,
-        first_partial_s: None,
-        finalize_s: None,
-        partials: None,
-        text: None,
-        error: None,
-    };
     let ws = match connect(cfg, "/v1/realtime?intent=transcription").await {
         Ok(ws) => ws,
         Err((status, e)) => {
-            rec.http_status = status;
-            rec.outcome = status.map_or(Outcome::Failed, Outcome::of_status);
-            rec.latency_s = start.elapsed().as_secs_f64();
-            rec.error = Some(e);
-            return rec;
+            let outcome = status.map_or(Outcome::Failed, Outcome::of_status);
+            return record(p, outcome, status, start.elapsed().as_secs_f64(), Err(e));
         }
     };
     let (mut tx, mut rx) = ws.split();
     let mut items = Items::default();
     let result = run(cfg, audio, start, &mut tx, &mut rx, &mut items).await;
     let _ = tx.send(Message::Close(None)).await;
-    rec.latency_s = start.elapsed().as_secs_f64();
+    let latency = start.elapsed().as_secs_f64();
+    // The handshake's status: the session itself was accepted.
+    let status = Some(101);
     match result.and_then(|ended| items.error.clone().map_or(Ok(ended), Err)) {
         Ok(ended) => {
-            rec.outcome = Outcome::Ok;
-            rec.text = Some(items.text());
-            rec.finalize_s = Some((items.last_done.unwrap_or(rec.latency_s) - ended).max(0.0));
+            let mut rec = record(p, Outcome::Ok, status, latency, Ok(items.text()));
+            rec.finalize_s = Some((items.last_done.unwrap_or(latency) - ended).max(0.0));
+            rec
         }
         Err(e) => {
-            if items.error_kind.as_deref() == Some("overloaded") {
-                rec.outcome = Outcome::Rejected503;
-            }
-            rec.error = Some(e);
+            let outcome = if items.error_kind.as_deref() == Some("overloaded") {
+                Outcome::Rejected503
+            } else {
+                Outcome::Failed
+            };
+            record(p, outcome, status, latency, Err(e))
         }
     }
-    rec
 }
 
 type Tx = futures_util::stream::SplitSink<super::client::Socket, Message>;
@@ -337,6 +324,15 @@ mod tests {
         );
         assert_eq!(it.done.get("a"), Some(&None));
         assert!(it.error.is_some());
+        assert_eq!(it.error_kind, None);
+        // An item the server had no room for: its code says so (the session counts as shed).
+        let mut it = Items::default();
+        let error = json!({"type": "server_error", "code": "overloaded", "message": "full"});
+        it.absorb(
+            &ev(json!({"type": failed, "item_id": "a", "error": error})),
+            1.0,
+        );
+        assert_eq!(it.error_kind.as_deref(), Some("overloaded"));
         let mut it = Items::default();
         it.absorb(
             &ev(json!({"type": "error", "error": {"type": "overloaded", "message": "busy"}})),
