@@ -14,6 +14,9 @@ with a voice activity detector (tests/serve_vad.rs):
   commit and bad base64 are error events, and the session goes on;
 - with `--no-detector` (a server started with `--no-vad`): no turn detection by default, and
   asking for `server_vad` is an error event;
+- the beta dialect (`client.beta.realtime`): `transcription_session.created`, a flat
+  `transcription_session.update` answered by `transcription_session.updated`, an unknown format
+  refused, and a commit transcribed with logprobs;
 - with `--api-key`: the SDK's `Authorization` header opens a session, and so does a browser's
   handshake (`websockets` offering OpenAI's subprotocols `realtime` and
   `openai-insecure-api-key.<key>`, answered with `realtime`); a wrong key or none is a 401.
@@ -232,6 +235,42 @@ def main():
         conn.input_audio_buffer.clear()
         e = conn.recv()
         check(e.type == "input_audio_buffer.cleared", f"clear: cleared ({e.type})")
+
+    # The beta dialect (`client.beta.realtime`, which sends `OpenAI-Beta: realtime=v1` and a model
+    # in the query): `transcription_session.created` first, the session's fields flat.
+    # The beta's client takes the WebSocket address as given (it would speak TLS to http://).
+    beta = OpenAI(base_url=f"{a.base}/v1", websocket_base_url=f"ws{a.base.removeprefix('http')}/v1",
+                  api_key=a.api_key or "unused")
+    with beta.beta.realtime.connect(model="whisper-1", extra_query={"intent": "transcription"}) as conn:
+        created = conn.recv()
+        check(created.type == "transcription_session.created", f"beta: transcription_session.created ({created.type})")
+        # The SDK has no type for this event (OpenAI sent it all the same): its session is a dict.
+        s = created.session
+        check(s["input_audio_format"] == "pcm16" and s["turn_detection"]["type"] == "server_vad",
+              f"beta: pcm16 and server_vad by default ({s})")
+        conn.send({"type": "transcription_session.update", "session": {
+            "input_audio_format": "pcm16",
+            "input_audio_transcription": {"model": "whisper-1", "language": "en"},
+            "turn_detection": None,
+            "input_audio_noise_reduction": {"type": "far_field"},
+            "include": ["item.input_audio_transcription.logprobs"],
+        }})
+        e = conn.recv()
+        check(e.type == "transcription_session.updated" and e.session.turn_detection is None
+              and e.session.input_audio_transcription.language == "en"
+              # Not a field of the SDK's beta session type: kept as the dict it came as.
+              and e.session.input_audio_noise_reduction == {"type": "far_field"},
+              f"beta: transcription_session.updated carries the new settings ({e})")
+        conn.send({"type": "transcription_session.update", "session": {"input_audio_format": "mp3"}})
+        e = conn.recv()
+        check(e.type == "error" and "g711_ulaw" in e.error.message, f"beta: an unknown format: error ({e.type})")
+        append_all(conn, clips[0])
+        conn.input_audio_buffer.commit()
+        evs = events_until(conn, lambda es: any(x.type.endswith(".completed") for x in es), "beta: a commit")
+        check(evs[0].type == "input_audio_buffer.committed", f"beta: committed ({evs[0].type})")
+        done = evs[-1]
+        check(words(done.transcript) == words(a.expect[0]), f"beta: the CLI's text\n{done.transcript!r}")
+        check(bool(done.logprobs), "beta: logprobs included")
     print("all realtime checks passed")
 
 

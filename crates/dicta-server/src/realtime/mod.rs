@@ -11,8 +11,8 @@
 //!    `language`, `prompt`), `audio.input.turn_detection` (`server_vad` with `threshold`,
 //!    `prefix_padding_ms` 300 and `silence_duration_ms` 500 when the server has a voice
 //!    activity detector, else `null`) and `include`.
-//! 2. `session.update` changes any of those (answered by `session.updated` with the whole
-//!    session) and `audio.input.noise_reduction` (`near_field` / `far_field`: RNNoise on the
+//! 2. `session.update` (or the beta's `transcription_session.update`: `beta.rs`) changes any
+//!    of those (answered by `session.updated` with the whole session) and `audio.input.noise_reduction` (`near_field` / `far_field`: RNNoise on the
 //!    audio the turn detector hears; the model hears the audio as it came, which it transcribes
 //!    better); `semantic_vad` and fields Dicta does not know are refused with an `error` event,
 //!    the session unchanged.
@@ -33,6 +33,7 @@
 //! session goes on. The socket holds one of `max_streams` slots; `max_stream_seconds` bounds
 //! its audio, `stream_idle_timeout_s` its silences, and a server shutdown closes it with 1001.
 
+mod beta;
 mod session;
 mod settings;
 
@@ -43,6 +44,7 @@ use std::collections::HashMap;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::{Query, State};
+use axum::http::HeaderMap;
 use axum::response::Response;
 use axum::Extension;
 use dicta_core::{Error, ErrorKind};
@@ -58,6 +60,7 @@ pub(crate) async fn upgrade(
     State(s): State<Shared>,
     Extension(id): Extension<RequestId>,
     Query(query): Query<HashMap<String, String>>,
+    headers: HeaderMap,
     ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
     let ws = ws.map_err(|r| ApiError {
@@ -84,9 +87,16 @@ pub(crate) async fn upgrade(
             ),
         )
     })?;
+    // The beta's clients say so in a header, and get its first event (the rest is the same).
+    let beta = headers
+        .get_all("openai-beta")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|v| v.trim() == beta::HEADER_VALUE);
     Ok(ws
         // A browser offers `realtime` beside the key's subprotocol and needs one chosen.
         .protocols(["realtime"])
         .max_message_size(MAX_MESSAGE_BYTES)
-        .on_upgrade(move |socket| session::serve(s, socket, id.0, permit)))
+        .on_upgrade(move |socket| session::serve(s, socket, id.0, permit, beta)))
 }

@@ -18,6 +18,7 @@ use crate::routes::Shared;
 use crate::stream::denoise::Denoiser;
 use crate::stream::resample::StreamResampler;
 
+use super::beta;
 use super::settings::{Format, ServerVad, Settings, MAX_ITEM_SECONDS, RATE};
 
 /// Least audio `input_audio_buffer.commit` takes (OpenAI's 100 ms).
@@ -101,6 +102,7 @@ pub(super) async fn serve(
     mut socket: WebSocket,
     id: String,
     permit: OwnedSemaphorePermit,
+    beta: bool,
 ) {
     let _permit = permit;
     state.metrics.active_streams.inc();
@@ -114,10 +116,12 @@ pub(super) async fn serve(
         }
     };
     tracing::info!(session = %rt.id, "realtime session opened");
-    let created = event(
-        "session.created",
-        json!({"session": rt.settings.json(&rt.id)}),
-    );
+    // A client that asked for the beta gets its first event in the beta's shape.
+    let created = if beta {
+        rt.session_event("transcription_session.created", true)
+    } else {
+        rt.session_event("session.created", false)
+    };
     if !send(&mut socket, &created).await {
         return;
     }
@@ -252,7 +256,14 @@ impl Realtime {
             .map(String::from);
         let kind = msg.get("type").and_then(Value::as_str).unwrap_or_default();
         let out = match kind {
-            "session.update" => self.update(msg.get("session").unwrap_or(&Value::Null)),
+            "session.update" => self
+                .update(msg.get("session").unwrap_or(&Value::Null))
+                .map(|()| vec![self.session_event("session.updated", false)]),
+            "transcription_session.update" => {
+                beta::to_ga(msg.get("session").unwrap_or(&Value::Null))
+                    .and_then(|ga| self.update(&ga))
+                    .map(|()| vec![self.session_event("transcription_session.updated", true)])
+            }
             "input_audio_buffer.append" => {
                 let audio = msg.get("audio").and_then(Value::as_str).unwrap_or_default();
                 match self.append(audio).await {
@@ -273,7 +284,8 @@ impl Realtime {
             }
             other => Err(Error::invalid_input(format!(
                 "unknown or unsupported event type {other:?} (a transcription session takes \
-                 session.update and input_audio_buffer.append / commit / clear)"
+                 session.update or the beta's transcription_session.update, and \
+                 input_audio_buffer.append / commit / clear)"
             ))),
         };
         match out {
@@ -282,7 +294,19 @@ impl Realtime {
         }
     }
 
-    fn update(&mut self, session: &Value) -> Result<Vec<Value>> {
+    /// The session as an event of type `kind`, in the beta's shape or the GA one.
+    fn session_event(&self, kind: &str, beta: bool) -> Value {
+        let session = self.settings.json(&self.id);
+        let session = if beta {
+            beta::from_ga(&session)
+        } else {
+            session
+        };
+        event(kind, json!({ "session": session }))
+    }
+
+    /// A GA `session.update`'s `session` over the settings (all of it or nothing).
+    fn update(&mut self, session: &Value) -> Result<()> {
         let next = self.settings.updated(session, &self.state)?;
         let backend = self
             .state
@@ -314,10 +338,7 @@ impl Realtime {
             self.resampler = r;
         }
         self.settings = next;
-        Ok(vec![event(
-            "session.updated",
-            json!({"session": self.settings.json(&self.id)}),
-        )])
+        Ok(())
     }
 
     /// `input_audio_buffer.append`: the audio into the buffer, and the turns it decides.
