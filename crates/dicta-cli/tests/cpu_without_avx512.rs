@@ -8,9 +8,9 @@
 //! The model is Moonshine tiny on a two-second clip, because emulation is about a thousand times
 //! slower than the host (QEMU computes every lane of every float FMA in a helper call): Whisper's
 //! 30 s encoder window alone took 9.5 minutes. Every kernel Whisper uses is run on the emulated
-//! CPU too, at every level it has, by the library tests that `scripts/test.sh` runs under QEMU
-//! (`cargo test --lib` with QEMU as the test runner); the transcript of int8 Whisper at those
-//! levels is checked natively by `whisper_int8` with `DICTA_NO_AVX512=1`.
+//! CPU too, at every level it has: `scripts/test.sh` runs dicta-models' library test binary under
+//! QEMU; the transcript of int8 Whisper at those levels is checked natively by `whisper_int8` with
+//! `DICTA_NO_AVX512=1`.
 //!
 //! Needs `qemu-x86_64` (Debian `qemu-user`; `.ci/run` installs it, and `DICTA_REQUIRE_CLIENTS`
 //! makes its absence a failure) and Moonshine tiny. About a minute under emulation.

@@ -9,11 +9,20 @@
 //! Both dialects update the same settings: a beta session is translated into the GA shape that
 //! [`super::settings::Settings::updated`] reads, and the settings' GA shape back for the answer.
 
+use axum::http::HeaderMap;
 use dicta_core::{Error, Result};
 use serde_json::{json, Map, Value};
 
-/// The `OpenAI-Beta` header's value for the Realtime beta.
-pub(super) const HEADER_VALUE: &str = "realtime=v1";
+/// Whether the handshake asked for the beta (`OpenAI-Beta: realtime=v1`, alone or in a list):
+/// its clients get the beta's first event (the rest is the same in both dialects).
+pub(super) fn requested(headers: &HeaderMap) -> bool {
+    headers
+        .get_all("openai-beta")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|v| v.trim() == "realtime=v1")
+}
 
 /// A `transcription_session.update`'s `session` as the GA `session.update` one.
 pub(super) fn to_ga(session: &Value) -> Result<Value> {
@@ -147,6 +156,22 @@ mod tests {
             to_ga(&json!({"input_audio_format": "pcm16"})).unwrap()["audio"]["input"]["format"],
             json!({"type": "audio/pcm", "rate": 24000})
         );
+    }
+
+    #[test]
+    fn the_beta_is_asked_for_by_its_header_alone_or_in_a_list() {
+        let with = |values: &[&str]| {
+            let mut h = HeaderMap::new();
+            for v in values {
+                h.append("OpenAI-Beta", v.parse().unwrap());
+            }
+            requested(&h)
+        };
+        assert!(with(&["realtime=v1"]));
+        assert!(with(&["assistants=v2, realtime=v1"]));
+        assert!(with(&["assistants=v2", "realtime=v1"]));
+        assert!(!with(&[]));
+        assert!(!with(&["realtime=v2"]));
     }
 
     #[test]

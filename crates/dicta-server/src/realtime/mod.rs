@@ -12,8 +12,9 @@
 //!    `prefix_padding_ms` 300 and `silence_duration_ms` 500 when the server has a voice
 //!    activity detector, else `null`) and `include`.
 //! 2. `session.update` (or the beta's `transcription_session.update`: `beta.rs`) changes any
-//!    of those (answered by `session.updated` with the whole session) and `audio.input.noise_reduction` (`near_field` / `far_field`: RNNoise on the
-//!    audio the turn detector hears; the model hears the audio as it came, which it transcribes
+//!    of those (answered by `session.updated` with the whole session) and
+//!    `audio.input.noise_reduction` (`near_field` / `far_field`: RNNoise on the audio the turn
+//!    detector hears; the model hears the audio as it came, which it transcribes
 //!    better); `semantic_vad` and fields Dicta does not know are refused with an `error` event,
 //!    the session unchanged.
 //! 3. `input_audio_buffer.append` (`audio`: base64) adds audio to the input buffer. With
@@ -87,13 +88,7 @@ pub(crate) async fn upgrade(
             ),
         )
     })?;
-    // The beta's clients say so in a header, and get its first event (the rest is the same).
-    let beta = headers
-        .get_all("openai-beta")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|v| v.trim() == beta::HEADER_VALUE);
+    let beta = beta::requested(&headers);
     Ok(ws
         // A browser offers `realtime` beside the key's subprotocol and needs one chosen.
         .protocols(["realtime"])
